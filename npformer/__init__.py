@@ -1,0 +1,25 @@
+"""npformer: a Transformer in NumPy, every component with a forward and a hand-written backward.
+
+Read the files in the order the tutorial teaches them:
+functional (softmax, activations) -> linear -> embedding -> attention -> rope
+-> ffn -> norm -> block -> model -> loss; gradcheck verifies every backward.
+"""
+from .attention import (MultiHeadAttention, attention_backward, attention_forward, causal_mask,
+                        padding_mask, scaled_dot_product_attention, sliding_window_mask)
+from .block import PostNormBlock, PreNormBlock
+from .embedding import Embedding, LearnedPositions, SinusoidalPositions, sinusoid_table
+from .ffn import FFN, SwiGLU
+from .functional import (FUNCTION_PAIRS, gelu_backward, gelu_forward, gelu_tanh_backward,
+                         gelu_tanh_forward, log_softmax_backward, log_softmax_forward,
+                         relu_backward, relu_forward, silu_backward, silu_forward, softmax,
+                         softmax_backward, softmax_forward)
+from .gradcheck import GradcheckError, GradcheckReport, assert_gradcheck, gradcheck
+from .kv_cache import KVCache
+from .linear import Linear
+from .loss import IGNORE_INDEX, cross_entropy, cross_entropy_backward, cross_entropy_forward
+from .model import DecoderConfig, DecoderLM, TiedHead
+from .module import Cache, Module, Parameter
+from .norm import LayerNorm, RMSNorm
+from .rope import Rotary
+
+__version__ = "0.1.0"

@@ -1,0 +1,38 @@
+"""``npformer gradcheck``: every registered component, its worst relative error, pass or fail."""
+from __future__ import annotations
+
+import numpy as np
+
+from .checks import CASES, missing_cases
+from .gradcheck import gradcheck
+
+
+def run_all(sizes=(0, 1, 2), tol=1e-6, out=print):
+    """Check every case at every size; print a table; return {name: worst relative error}."""
+    worst = {}
+    out(f"{'component':24} {'tensors':>8} {'worst rel. error':>17}  worst tensor")
+    for name, builder in CASES.items():
+        err, where, count = 0.0, "", 0
+        for size in sizes:
+            target, inputs, options = builder(np.random.default_rng(size), size)
+            report = gradcheck(target, *inputs, tol=tol, **options)
+            count += len(report.checks)
+            if report.worst is not None and report.max_rel_error >= err:
+                err, where = report.max_rel_error, report.worst.name
+        worst[name] = err
+        out(f"{name:24} {count:8d} {err:17.2e}  {where}{'' if err <= tol else '  FAIL'}")
+    for name in missing_cases():
+        out(f"{name:24}   no gradient check registered  FAIL")
+    return worst
+
+
+def add_arguments(parser):
+    parser.add_argument("--tol", type=float, default=1e-6, help="largest relative error allowed")
+
+
+def run(args):
+    worst = run_all(tol=args.tol)
+    failed = [n for n, e in worst.items() if e > args.tol] + missing_cases()
+    print(f"{len(worst) - len(failed)} of {len(worst)} components within {args.tol:.0e}"
+          if not failed else f"FAILED: {', '.join(failed)}")
+    return 1 if failed else 0

@@ -1,0 +1,80 @@
+"""Position-wise feed-forward networks: the same small MLP applied to every position.
+
+FFN(x)    = act(x W1 + b1) W2 + b2              (act: ReLU, GELU or its tanh form)
+SwiGLU(x) = (SiLU(x W_gate) * (x W_up)) W_down  (a gated variant, Llama-style)
+Without the activation the two projections would collapse into one: x W1 W2.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .functional import ACTIVATIONS, silu_backward, silu_forward
+from .linear import Linear
+from .module import Cache, Module
+
+
+@dataclass(frozen=True)
+class FFNCache(Cache):
+    up: Cache
+    act: Cache
+    down: Cache
+
+
+class FFN(Module):
+    """x [..., d] -> [..., d] through a hidden width ``hidden`` (default ``mult * d``)."""
+
+    def __init__(self, d, hidden=None, mult=4, activation="gelu", bias=True, rng=None,
+                 dtype=np.float32, out_std=None):
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation: expected one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        hidden = mult * d if hidden is None else hidden
+        self.activation = activation
+        self.up = Linear(d, hidden, bias, rng, dtype=dtype)
+        self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)
+
+    def forward(self, x):
+        act_forward, _ = ACTIVATIONS[self.activation]
+        h, up = self.up.forward(x)                 # [..., hidden]
+        a, act = act_forward(h)
+        y, down = self.down.forward(a)             # [..., d]
+        return y, FFNCache(up, act, down)
+
+    def backward(self, d_y, cache):
+        _, act_backward = ACTIVATIONS[self.activation]
+        d_a = self.down.backward(d_y, cache.down)
+        return self.up.backward(act_backward(d_a, cache.act), cache.up)
+
+
+@dataclass(frozen=True)
+class SwiGLUCache(Cache):
+    gate: Cache
+    up: Cache
+    silu: Cache
+    gated: np.ndarray    # SiLU(x W_gate)
+    value: np.ndarray    # x W_up
+    down: Cache
+
+
+class SwiGLU(Module):
+    """x [..., d] -> (SiLU(x W_gate) * x W_up) W_down, hidden width ``hidden``."""
+
+    def __init__(self, d, hidden=None, bias=False, rng=None, dtype=np.float32, out_std=None):
+        hidden = 4 * d if hidden is None else hidden
+        self.gate = Linear(d, hidden, bias, rng, dtype=dtype)
+        self.up = Linear(d, hidden, bias, rng, dtype=dtype)
+        self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)
+
+    def forward(self, x):
+        g, gate = self.gate.forward(x)
+        value, up = self.up.forward(x)
+        gated, silu = silu_forward(g)
+        y, down = self.down.forward(gated * value)
+        return y, SwiGLUCache(gate, up, silu, gated, value, down)
+
+    def backward(self, d_y, cache):
+        d_h = self.down.backward(d_y, cache.down)           # gradient of gated * value
+        d_x = self.up.backward(d_h * cache.gated, cache.up)
+        d_x += self.gate.backward(silu_backward(d_h * cache.value, cache.silu), cache.gate)
+        return d_x

@@ -1,0 +1,160 @@
+"""Stateless maths as forward/backward pairs: softmax, log-softmax, ReLU, GELU, SiLU.
+
+Every pair follows the module protocol: ``y, cache = f_forward(x)`` and
+``dx = f_backward(dy, cache)``. ``FUNCTION_PAIRS`` lists them by name.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import erf, expit
+
+from .module import Cache
+
+
+# -- softmax ------------------------------------------------------------------
+@dataclass(frozen=True)
+class SoftmaxCache(Cache):
+    y: np.ndarray
+    axis: int
+
+
+def softmax_forward(x, axis=-1, mask=None):
+    """a_j = exp(s_j - max s) / sum_k exp(s_k - max s), only over entries where ``mask`` is True.
+
+    ``mask`` is boolean and broadcasts against ``x``; False entries get weight exactly 0.
+    A row with no True entry (fully masked) returns all zeros, never NaN.
+    """
+    if mask is not None:
+        x = np.where(mask, x, -np.inf)
+    peak = np.max(x, axis=axis, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0).astype(x.dtype, copy=False)  # fully masked rows
+    e = np.exp(x - peak)
+    total = np.sum(e, axis=axis, keepdims=True)
+    y = e / np.where(total > 0, total, 1).astype(x.dtype, copy=False)
+    return y, SoftmaxCache(y, axis)
+
+
+def softmax_backward(dy, cache):
+    # dx_i = y_i (dy_i - sum_j dy_j y_j); masked entries have y = 0, so dx = 0 there.
+    y = cache.y
+    return y * (dy - np.sum(dy * y, axis=cache.axis, keepdims=True))
+
+
+def softmax(x, axis=-1, mask=None):
+    """Softmax probabilities (see ``softmax_forward``), without the cache."""
+    return softmax_forward(x, axis, mask)[0]
+
+
+# -- log-softmax -----------------------------------------------------------------
+@dataclass(frozen=True)
+class LogSoftmaxCache(Cache):
+    probs: np.ndarray
+    axis: int
+
+
+def log_softmax_forward(x, axis=-1):
+    """log softmax(x) = x - max - log sum exp(x - max), stable for huge scores."""
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    total = np.sum(e, axis=axis, keepdims=True)
+    return shifted - np.log(total), LogSoftmaxCache(e / total, axis)
+
+
+def log_softmax_backward(dy, cache):
+    # dx_i = dy_i - p_i sum_j dy_j
+    return dy - cache.probs * np.sum(dy, axis=cache.axis, keepdims=True)
+
+
+# -- ReLU -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ActivationCache(Cache):
+    x: np.ndarray
+
+
+def relu_forward(x):
+    """max(x, 0)."""
+    return np.maximum(x, 0), ActivationCache(x)
+
+
+def relu_backward(dy, cache):
+    return dy * (cache.x > 0)
+
+
+# -- GELU, exact -------------------------------------------------------------------
+_SQRT_HALF = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def gelu_forward(x):
+    """GELU(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), the exact form (BERT)."""
+    return (0.5 * x * (1 + erf(x * _SQRT_HALF))).astype(x.dtype, copy=False), ActivationCache(x)
+
+
+def gelu_backward(dy, cache):
+    # d/dx x Phi(x) = Phi(x) + x phi(x)
+    x = cache.x
+    cdf = 0.5 * (1 + erf(x * _SQRT_HALF))
+    pdf = np.exp(-0.5 * x * x) * _INV_SQRT_2PI
+    return (dy * (cdf + x * pdf)).astype(x.dtype, copy=False)
+
+
+# -- GELU, tanh approximation ----------------------------------------------------------
+_GELU_C = math.sqrt(2.0 / math.pi)
+_GELU_A = 0.044715
+
+
+@dataclass(frozen=True)
+class GeluTanhCache(Cache):
+    x: np.ndarray
+    t: np.ndarray  # tanh(u), reused by backward
+
+
+def gelu_tanh_forward(x):
+    """GELU ~ 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's form."""
+    c, a = x.dtype.type(_GELU_C), x.dtype.type(_GELU_A)
+    x2 = x * x                                  # x*x*x, never x**3 (slow on float32)
+    t = np.tanh(c * x * (1 + a * x2))
+    y = 0.5 * x * (1 + t)
+    return y, GeluTanhCache(x, t)
+
+
+def gelu_tanh_backward(dy, cache):
+    # dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)
+    x, t = cache.x, cache.t
+    c, a = x.dtype.type(_GELU_C), x.dtype.type(_GELU_A)
+    slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * a * x * x)
+    return dy * slope
+
+
+# -- SiLU -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SiluCache(Cache):
+    x: np.ndarray
+    s: np.ndarray  # sigmoid(x)
+
+
+def silu_forward(x):
+    """SiLU(x) = x * sigmoid(x) (also called swish)."""
+    s = expit(x)
+    return x * s, SiluCache(x, s)
+
+
+def silu_backward(dy, cache):
+    # d/dx x s(x) = s (1 + x (1 - s))
+    s = cache.s
+    return dy * s * (1 + cache.x * (1 - s))
+
+
+FUNCTION_PAIRS = {
+    "softmax": (softmax_forward, softmax_backward),
+    "log_softmax": (log_softmax_forward, log_softmax_backward),
+    "relu": (relu_forward, relu_backward),
+    "gelu": (gelu_forward, gelu_backward),
+    "gelu_tanh": (gelu_tanh_forward, gelu_tanh_backward),
+    "silu": (silu_forward, silu_backward),
+}
+
+ACTIVATIONS = {name: FUNCTION_PAIRS[name] for name in ("relu", "gelu", "gelu_tanh", "silu")}

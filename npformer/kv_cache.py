@@ -1,0 +1,65 @@
+"""KV cache: keep every layer's keys and values so a new token only computes its own.
+
+Without a cache, generating token t recomputes K and V of all t earlier
+positions in every layer; with it, each step projects one new position and
+reads the stored ones. Arrays are preallocated to ``capacity`` positions (no
+growing per step); ``length`` counts the positions written so far.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class LayerKV:
+    """One layer's slice of a ``KVCache``: k, v [B, H_kv, capacity, D]."""
+
+    def __init__(self, parent, k, v):
+        self.parent, self.k, self.v = parent, k, v
+
+    @property
+    def length(self):
+        return self.parent.length
+
+    def write(self, k_new, v_new):
+        """Store [B, H_kv, n, D] at positions length..length+n; return all keys/values so far."""
+        start, n = self.parent.length, k_new.shape[2]
+        if k_new.shape[:2] + k_new.shape[3:] != self.k.shape[:2] + self.k.shape[3:]:
+            raise ValueError(f"kv_cache: built for keys of shape [B, H_kv, *, D] = "
+                             f"{self.k.shape[:2] + ('*',) + self.k.shape[3:]}, got {k_new.shape} "
+                             f"(a cache from a different model?)")
+        self.k[:, :, start:start + n] = k_new
+        self.v[:, :, start:start + n] = v_new
+        return self.k[:, :, :start + n], self.v[:, :, :start + n]
+
+
+class KVCache:
+    """Preallocated keys and values for ``n_layers`` layers.
+
+    ``key_mask`` [B, capacity] records which cached positions are real tokens
+    (False at padding), so padding stays masked at every later decode step.
+    """
+
+    def __init__(self, n_layers, batch, n_kv_heads, capacity, head_dim, dtype=np.float32):
+        self.capacity, self.length = capacity, 0
+        shape = (n_layers, batch, n_kv_heads, capacity, head_dim)
+        self.k = np.zeros(shape, dtype)
+        self.v = np.zeros(shape, dtype)
+        self.key_mask = np.ones((batch, capacity), bool)
+        self.layers = [LayerKV(self, self.k[i], self.v[i]) for i in range(n_layers)]
+
+    @property
+    def nbytes(self):
+        """Bytes held for keys and values: 2 * layers * B * H_kv * capacity * D * itemsize."""
+        return self.k.nbytes + self.v.nbytes
+
+    def check_room(self, n):
+        if self.length + n > self.capacity:
+            raise ValueError(f"kv_cache: a step of {n} positions after {self.length} cached ones "
+                             f"exceeds the capacity {self.capacity}")
+
+    def advance(self, n):
+        self.length += n
+
+    def reset(self):
+        self.length = 0
+        self.key_mask[:] = True

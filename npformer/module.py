@@ -1,0 +1,209 @@
+"""The component protocol: Parameter, Module and Cache.
+
+Every layer in npformer follows one contract (see DESIGN in README.md):
+
+    out, cache = module.forward(inputs...)        # cache holds what backward needs
+    d_inputs  = module.backward(d_out, cache)     # and ADDS into each Parameter.grad
+
+Nothing about a particular call is stored on ``self``, so a module can run
+several forwards (a reused layer, a tied head, an encoder output read by every
+decoder layer) before their backwards, in any order.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+
+class Parameter:
+    """A trainable array ``data`` and its gradient ``grad`` (same shape and dtype).
+
+    Backward passes add into ``grad``; call ``zero_grad()`` between steps.
+    """
+
+    __slots__ = ("data", "grad")
+
+    def __init__(self, data):
+        self.data = np.ascontiguousarray(data)
+        if not np.issubdtype(self.data.dtype, np.floating):
+            raise TypeError(f"Parameter data: expected a float array, got dtype {self.data.dtype}")
+        self.grad = np.zeros_like(self.data)
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    def zero_grad(self):
+        self.grad.fill(0)
+
+    def __repr__(self):
+        return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype})"
+
+
+def array_nbytes(obj, seen=None) -> int:
+    """Bytes of every distinct ndarray reachable from ``obj`` (caches, tuples, lists)."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, np.ndarray):
+        if id(obj) in seen:
+            return 0
+        seen.add(id(obj))
+        return obj.nbytes
+    if isinstance(obj, Cache):
+        return sum(array_nbytes(getattr(obj, f.name), seen) for f in fields(obj))
+    if isinstance(obj, (list, tuple)):
+        return sum(array_nbytes(item, seen) for item in obj)
+    return 0
+
+
+@dataclass(frozen=True)
+class Cache:
+    """Base of every forward cache: a small frozen record of what backward needs.
+
+    ``nbytes`` is the memory this forward keeps alive for its backward.
+    """
+
+    @property
+    def nbytes(self) -> int:
+        return array_nbytes(self)
+
+
+class Module:
+    """Base class: parameters and sub-modules are found by walking attributes.
+
+    Attribute order gives the order and the names of ``named_parameters()``:
+    ``blocks.0.attn.qkv.weight`` is the attribute path to that Parameter.
+    """
+
+    def forward(self, *inputs, **options):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def backward(self, d_out, cache):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def __call__(self, *inputs, **options):
+        """Inference convenience: the output of ``forward`` without its cache."""
+        return self.forward(*inputs, **options)[0]
+
+    # -- walking the tree -------------------------------------------------
+    def _children(self):
+        for name, value in vars(self).items():
+            if isinstance(value, (Parameter, Module)):
+                yield name, value
+            elif isinstance(value, (list, tuple)) and value and all(
+                    isinstance(v, Module) for v in value):
+                for i, v in enumerate(value):
+                    yield f"{name}.{i}", v
+
+    def named_parameters(self, prefix=""):
+        """Yield ``(name, Parameter)`` once per Parameter (a tied weight keeps its first name)."""
+        seen, out = set(), []
+
+        def walk(path, module):
+            for name, value in module._children():
+                full = f"{path}{name}"
+                if isinstance(value, Parameter):
+                    if id(value) not in seen:
+                        seen.add(id(value))
+                        out.append((full, value))
+                else:
+                    walk(full + ".", value)
+        walk(prefix, self)
+        return iter(out)
+
+    def parameters(self):
+        return [p for _, p in self.named_parameters()]
+
+    def modules(self):
+        """This module and every sub-module, depth first."""
+        yield self
+        for _, value in self._children():
+            if isinstance(value, Module):
+                yield from value.modules()
+
+    def zero_grad(self):
+        for p in self.parameters():
+            p.zero_grad()
+
+    def num_parameters(self) -> int:
+        return int(sum(p.data.size for p in self.parameters()))
+
+    @property
+    def dtype(self):
+        params = self.parameters()
+        return params[0].dtype if params else np.dtype(np.float32)
+
+    def astype(self, dtype):
+        """A deep copy with every parameter (and its grad) in ``dtype``; ties are kept."""
+        dtype = np.dtype(dtype)
+        if not np.issubdtype(dtype, np.floating):
+            raise TypeError(f"astype: expected a float dtype, got {dtype}")
+        clone = copy.deepcopy(self)
+        for p in clone.parameters():
+            p.data = p.data.astype(dtype)
+            p.grad = np.zeros_like(p.data)
+        for m in clone.modules():
+            m._on_dtype_change(dtype)
+        return clone
+
+    def _on_dtype_change(self, dtype):
+        """Hook for modules holding non-parameter float tables (e.g. sinusoid tables)."""
+
+    # -- saving and loading ----------------------------------------------
+    def state_dict(self) -> dict:
+        """A plain ``{name: array copy}`` dict, names as in ``named_parameters()``."""
+        return {name: p.data.copy() for name, p in self.named_parameters()}
+
+    def load_state_dict(self, state: dict, strict: bool = True):
+        """Copy arrays into the parameters, checking names and shapes.
+
+        Arrays are cast to each parameter's dtype. With ``strict`` a missing or
+        unexpected name is a ``ValueError`` naming it. Nothing is changed unless
+        every check passes.
+        """
+        params = dict(self.named_parameters())
+        missing = sorted(set(params) - set(state))
+        unexpected = sorted(set(state) - set(params))
+        if strict and (missing or unexpected):
+            raise ValueError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+        for name, p in params.items():
+            if name in state and np.shape(state[name]) != p.shape:
+                raise ValueError(f"load_state_dict: {name!r} expected shape {p.shape}, "
+                                 f"got {np.shape(state[name])}")
+        for name, p in params.items():
+            if name in state:
+                p.data[...] = np.asarray(state[name], dtype=p.dtype)
+        return self
+
+
+# -- input validation shared by the public entry points ----------------------
+def check_float(name, x, dtype):
+    """Raise TypeError unless ``x`` is an ndarray of exactly ``dtype``."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name}: expected a numpy array of {np.dtype(dtype)}, got {type(x).__name__}")
+    if x.dtype != dtype:
+        raise TypeError(f"{name}: expected dtype {np.dtype(dtype)} (the parameters' dtype), "
+                        f"got {x.dtype}; convert with .astype or use module.astype")
+
+
+def check_ids(name, ids, upper, what="vocabulary size"):
+    """Raise unless ``ids`` is an integer array with 0 <= ids < upper."""
+    ids = np.asarray(ids)
+    if not np.issubdtype(ids.dtype, np.integer):
+        raise TypeError(f"{name}: expected integer ids, got dtype {ids.dtype}")
+    if ids.size and (ids.min() < 0 or ids.max() >= upper):
+        bad = ids.min() if ids.min() < 0 else ids.max()
+        raise ValueError(f"{name}: expected ids in [0, {upper}) ({what} {upper}), got {bad}")
+    return ids
+
+
+def init_normal(rng, shape, std, dtype=np.float32):
+    """Normal(0, std) weights drawn from an explicit Generator."""
+    if rng is None:
+        raise TypeError("rng: expected a numpy.random.Generator (e.g. np.random.default_rng(0)), got None")
+    return (rng.standard_normal(shape) * std).astype(dtype)

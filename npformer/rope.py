@@ -1,0 +1,75 @@
+"""Rotary position embedding (RoPE): rotate pairs of Q/K features by position-dependent angles.
+
+For a pair (a, b) at position p and frequency w_i = theta^(-2i/R):
+    [a, b] -> [a cos(p w_i) - b sin(p w_i),  a sin(p w_i) + b cos(p w_i)]
+Then (R_i q) . (R_j k) = q . (R_{j-i} k): scores depend only on the offset j - i.
+
+Layouts of the pairs inside a head of width D (R = rotated width, R <= D, even):
+- ``"half"``: feature i pairs with i + R/2 (Llama-family checkpoints);
+- ``"interleaved"``: feature 2i pairs with 2i + 1 (the RoFormer paper).
+Features past R (``fraction < 1``) pass through unrotated.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .module import Cache, Module
+
+
+@dataclass(frozen=True)
+class RopeCache(Cache):
+    cos: np.ndarray
+    sin: np.ndarray
+
+
+class Rotary(Module):
+    """Applies RoPE to x [B, H, N, D] at integer positions [N] or [B, N]; no parameters."""
+
+    LAYOUTS = ("half", "interleaved")
+
+    def __init__(self, head_dim, theta=10000.0, layout="half", fraction=1.0):
+        rotated = int(head_dim * fraction)
+        rotated -= rotated % 2
+        if layout not in self.LAYOUTS:
+            raise ValueError(f"layout: expected one of {self.LAYOUTS}, got {layout!r}")
+        if rotated < 2:
+            raise ValueError(f"fraction: rotates {rotated} features of head_dim {head_dim}; need at least 2")
+        self.head_dim, self.theta, self.layout, self.rotated = head_dim, theta, layout, rotated
+
+    def angles(self, positions):
+        """p * w_i for each position and pair: [..., N, R/2] in float64."""
+        w = self.theta ** (-np.arange(0, self.rotated, 2) / self.rotated)     # [R/2]
+        return np.asarray(positions, dtype=np.float64)[..., None] * w
+
+    def tables(self, positions, dtype):
+        """cos and sin [N, R/2] (positions [N]) or [B, 1, N, R/2] (positions [B, N])."""
+        angle = self.angles(positions)
+        if angle.ndim == 3:
+            angle = angle[:, None]              # broadcast over heads
+        return np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
+
+    def _pairs(self, x):
+        r = self.rotated
+        if self.layout == "half":
+            return x[..., : r // 2], x[..., r // 2: r]
+        return x[..., 0:r:2], x[..., 1:r:2]
+
+    def _rotate(self, x, cos, sin):
+        out = x.copy()
+        a, b = self._pairs(x)
+        out_a, out_b = self._pairs(out)
+        out_a[...] = a * cos - b * sin
+        out_b[...] = a * sin + b * cos
+        return out
+
+    def forward(self, x, positions):
+        if x.shape[-1] != self.head_dim:
+            raise ValueError(f"x: expected head width {self.head_dim}, got shape {x.shape}")
+        cos, sin = self.tables(positions, x.dtype)
+        return self._rotate(x, cos, sin), RopeCache(cos, sin)
+
+    def backward(self, d_out, cache):
+        # A rotation's transpose is its inverse: rotate the gradient by -angle.
+        return self._rotate(d_out, cache.cos, -cache.sin)
