@@ -23,3 +23,10 @@ from .norm import LayerNorm, RMSNorm
 from .rope import Rotary
 
 __version__ = "0.1.0"
+
+# -- later components (each block owned by one area; keep to your own block) --
+# variants: MoE
+# backbones: encoder-only, encoder-decoder
+# training: optimizers, tokenizers, data, training, generation, checkpoints
+# long context: blockwise (flash) attention
+# interop: Hugging Face import/export, pretrained MiniLM
