@@ -1,0 +1,72 @@
+"""Every public component passes a float64 finite-difference check, inputs and parameters."""
+import numpy as np
+import pytest
+
+import npformer
+from npformer.checks import CASES, missing_cases, public_components
+from npformer.gradcheck import GradcheckError, assert_gradcheck, gradcheck
+from npformer.linear import Linear
+
+
+@pytest.mark.parametrize("size", [0, 1, 2])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_gradient_check(name, size):
+    target, inputs, options = CASES[name](np.random.default_rng(100 + size), size)
+    report = assert_gradcheck(target, *inputs, tol=1e-6, **options)
+    float_inputs = [x for x in inputs if np.issubdtype(np.asarray(x).dtype, np.floating)]
+    params = target.parameters() if isinstance(target, npformer.Module) else []
+    assert len(report.checks) == len(float_inputs) + len(params)   # nothing skipped
+
+
+def test_every_public_component_has_a_check():
+    assert missing_cases() == []
+    assert {"softmax", "attention", "MultiHeadAttention", "LayerNorm", "DecoderLM"} <= set(
+        public_components())
+
+
+class _WrongLinear(Linear):
+    """A deliberately broken backward: forgets the bias gradient of the last feature."""
+
+    def backward(self, d_y, cache):
+        d_x = super().backward(d_y, cache)
+        self.bias.grad[-1] -= d_y[..., -1].sum()
+        return d_x
+
+
+def test_gradcheck_catches_a_wrong_backward_and_reports_it():
+    rng = np.random.default_rng(0)
+    with pytest.raises(GradcheckError, match=r"bias relative error .* at exact \(4,\), tolerance 1e-06"):
+        assert_gradcheck(_WrongLinear(3, 5, rng=rng), rng.standard_normal((2, 3)))
+
+
+def test_gradcheck_catches_a_wrong_input_gradient_in_projected_mode():
+    from npformer.functional import silu_backward, silu_forward
+    rng = np.random.default_rng(0)
+    wrong = (silu_forward, lambda dy, cache: 1.01 * silu_backward(dy, cache))
+    report = gradcheck(wrong, rng.standard_normal((4, 50)), exact_limit=10)
+    assert report.checks[0].mode == "projected" and not report.ok
+
+
+def test_gradcheck_does_not_use_an_all_ones_upstream_gradient():
+    # softmax's gradient against an all-ones upstream is identically zero: a check with
+    # ones would pass a backward returning zeros. The random upstream catches it.
+    from npformer.functional import softmax_forward
+    zero_backward = (softmax_forward, lambda dy, cache: np.zeros_like(dy))
+    assert not gradcheck(zero_backward, np.random.default_rng(1).standard_normal((2, 5))).ok
+
+
+def test_gradcheck_randomises_parameters_away_from_defaults():
+    from npformer.norm import LayerNorm
+    seen = []
+    original = LayerNorm.forward
+
+    def spy(self, x):
+        seen.append(self.gamma.data.copy())
+        return original(self, x)
+
+    LayerNorm.forward = spy
+    try:
+        gradcheck(LayerNorm(4), np.random.default_rng(0).standard_normal((2, 4)))
+    finally:
+        LayerNorm.forward = original
+    assert not np.allclose(seen[0], 1.0)
