@@ -20,7 +20,7 @@ def test_a_fixed_offset_is_a_rotation_of_each_sin_cos_pair(p, k):
     table = sinusoid_table(101, 8)
     w = 10000 ** (-np.arange(0, 8, 2) / 8)
     for i, wi in enumerate(w):
-        rotation = np.array([[np.cos(k * wi), np.sin(k * wi)], [-np.sin(k * wi), np.cos(k * wi)]])
+        rotation = np.array([[np.cos(k * wi), -np.sin(k * wi)], [np.sin(k * wi), np.cos(k * wi)]])
         np.testing.assert_allclose(table[p, 2 * i:2 * i + 2] @ rotation, table[p + k, 2 * i:2 * i + 2],
                                    atol=1e-12)
 
