@@ -27,6 +27,9 @@ __version__ = "0.1.0"
 # -- later components (each block owned by one area; keep to your own block) --
 # variants: MoE
 # backbones: encoder-only, encoder-decoder
+from .encoder import (Encoder, EncoderConfig, l2_normalize_backward, l2_normalize_forward,  # noqa: E402
+                      mean_pool_backward, mean_pool_forward)
+from .seq2seq import CrossAttention, EncoderDecoder, EncoderDecoderBlock, Seq2SeqConfig  # noqa: E402
 # training: optimizers, tokenizers, data, training, generation, checkpoints
 # long context: blockwise (flash) attention
 # interop: Hugging Face import/export, pretrained MiniLM

@@ -33,7 +33,9 @@ def public_components():
     from npformer.module import Module
     names = {name for name, obj in vars(npformer).items()
              if isinstance(obj, type) and issubclass(obj, Module) and not name.startswith("_")}
-    names |= set(npformer.FUNCTION_PAIRS) | {"attention", "cross_entropy"}
+    # function pairs: every exported ``f_forward`` with an exported ``f_backward``
+    names |= {name[:-len("_forward")] for name in vars(npformer)
+              if name.endswith("_forward") and name[:-len("_forward")] + "_backward" in vars(npformer)}
     return sorted(names - set(NOTHING_TO_CHECK))
 
 

@@ -1,0 +1,313 @@
+"""An encoder-only model (BERT-style) and the sentence vector built on top of it.
+
+ids [B, N] -> token + position + segment embeddings -> LayerNorm -> blocks -> states [B, N, d]
+
+Every position reads every real position, before and after it (no causal mask);
+only padding is hidden, through ``key_mask`` [B, N] (True at real tokens).
+A sentence vector is the mean of the states over the real tokens, optionally
+scaled to unit length (the sentence-transformers recipe):
+
+    states, _ = encoder.forward(ids, key_mask)
+    vector, _ = mean_pool_forward(states, key_mask)      # [B, d]
+    unit, _   = l2_normalize_forward(vector)             # [B, d], |unit| = 1
+
+BERT's layer is Post-Norm: h = LN(x + Attn(x)); y = LN(h + FFN(h)), with the
+exact (erf) GELU, biases on every linear, LayerNorm eps 1e-12 and attention
+scaled by 1/sqrt(D). ``EncoderConfig()`` is that recipe at a tiny size.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from .attention import padding_mask
+from .embedding import Embedding, LearnedPositions, SinusoidalPositions
+from .model import DecoderConfig, build_block
+from .module import Cache, Module, check_ids
+from .norm import NORMS
+
+ENCODER_POSITIONS = ("learned", "sinusoidal", "rope", "none")
+
+
+@dataclass
+class EncoderConfig:
+    """Everything that shapes an encoder. Defaults: BERT's recipe at a tiny size.
+
+    ``type_vocab_size`` is the number of segments (BERT: 2; 0 means no segment
+    embedding). ``final_norm`` None means "a final norm exactly when Pre-Norm"
+    (a Post-Norm stack already ends in a norm). ``embed_scale`` multiplies the
+    token embeddings (sqrt(d) in the 2017 Transformer, 1 in BERT).
+    """
+
+    vocab_size: int = 50
+    d_model: int = 8
+    n_heads: int = 2
+    n_kv_heads: int | None = None
+    n_layers: int = 1
+    max_len: int = 16
+    type_vocab_size: int = 2
+    positions: str = "learned"          # learned | sinusoidal | rope | none
+    norm: str = "layernorm"             # layernorm | rmsnorm
+    ffn: str = "gelu"                   # relu | gelu | gelu_tanh | swiglu
+    ffn_hidden: int | None = None       # None: 4 * d_model
+    prenorm: bool = False               # BERT is Post-Norm
+    embed_norm: bool = True             # LayerNorm after summing the embeddings
+    final_norm: bool | None = None      # None: = prenorm
+    attn_bias: bool = True
+    ffn_bias: bool = True
+    norm_eps: float = 1e-12
+    embed_scale: float = 1.0
+    rope_theta: float = 10000.0
+    init_std: float = 0.02
+
+    @classmethod
+    def bert(cls, **overrides):
+        """BERT: learned positions, 2 segments, embedding LayerNorm, Post-Norm, exact GELU, biases."""
+        return cls(**{**dict(positions="learned", type_vocab_size=2, norm="layernorm", ffn="gelu",
+                             prenorm=False, embed_norm=True, attn_bias=True, ffn_bias=True,
+                             norm_eps=1e-12), **overrides})
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+        if not isinstance(self.type_vocab_size, (int, np.integer)) or self.type_vocab_size < 0:
+            raise ValueError(f"type_vocab_size: expected an integer >= 0, got {self.type_vocab_size!r}")
+        if self.positions not in ENCODER_POSITIONS:
+            raise ValueError(f"positions: expected one of {ENCODER_POSITIONS}, got {self.positions!r}")
+        self.block_config()          # width / heads / norm / ffn checks, with their messages
+
+    @property
+    def use_final_norm(self):
+        return self.prenorm if self.final_norm is None else self.final_norm
+
+    def block_config(self):
+        """The ``DecoderConfig`` that ``build_block`` reads (bidirectional, same layer recipe)."""
+        return DecoderConfig(vocab_size=self.vocab_size, d_model=self.d_model, n_heads=self.n_heads,
+                             n_kv_heads=self.n_kv_heads, n_layers=self.n_layers, max_len=self.max_len,
+                             positions=self.positions, norm=self.norm, ffn=self.ffn,
+                             ffn_hidden=self.ffn_hidden, prenorm=self.prenorm, causal=False,
+                             attn_bias=self.attn_bias, ffn_bias=self.ffn_bias, norm_eps=self.norm_eps,
+                             rope_theta=self.rope_theta, init_std=self.init_std)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"config: unknown fields {unknown}")
+        return cls(**data)
+
+
+def check_key_mask(name, key_mask, shape):
+    """None, or a boolean array of exactly ``shape`` ([B, N]); else a ValueError naming ``name``."""
+    if key_mask is None:
+        return None
+    key_mask = np.asarray(key_mask)
+    if key_mask.dtype != bool or key_mask.shape != shape:
+        raise ValueError(f"{name}: expected a boolean array of shape {shape} (True at real tokens), "
+                         f"got {key_mask.dtype} of shape {key_mask.shape}")
+    return key_mask
+
+
+def check_token_ids(name, ids, vocab_size):
+    """Integer ids of shape [B, N] in [0, vocab_size)."""
+    ids = check_ids(name, ids, vocab_size)
+    if ids.ndim != 2:
+        raise ValueError(f"{name}: expected a [B, N] array of token ids, got shape {ids.shape}")
+    return ids
+
+
+# -- the encoder ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class EncoderCache(Cache):
+    tokens: Cache
+    positions: Cache | None
+    segments: Cache | None
+    embed_norm: Cache | None
+    blocks: tuple
+    final_norm: Cache | None
+
+    def attention(self, layer=0):
+        """Attention weights [B, H, N, N] of one layer."""
+        return self.blocks[layer].attn.weights
+
+
+class Encoder(Module):
+    """The bidirectional encoder described by an ``EncoderConfig``.
+
+    ``forward(ids, key_mask=None, segments=None) -> (states [B, N, d], cache)``;
+    ``backward(d_states, cache)`` accumulates every gradient and returns None
+    (ids are integers). The layers come from ``build_block``, bidirectional.
+
+    Parameter names (in this order; absent parts are skipped):
+    ``tokens.weight`` [V, d], ``positions.weight`` [max_len, d] (learned),
+    ``segments.weight`` [type_vocab_size, d], ``embed_norm.gamma``/``.beta``,
+    then per layer i:
+    ``blocks.{i}.norm1.gamma``/``.beta`` (after attention in Post-Norm, before it in Pre-Norm),
+    ``blocks.{i}.attn.qkv.weight`` [d, 3d] (columns [Q | K | V], x W layout) and ``.bias``,
+    ``blocks.{i}.attn.out.weight`` [d, d] and ``.bias``,
+    ``blocks.{i}.norm2.gamma``/``.beta`` (the FFN's norm),
+    ``blocks.{i}.ffn.up.weight`` [d, hidden], ``.bias``, ``blocks.{i}.ffn.down.weight``, ``.bias``;
+    finally ``final_norm.gamma``/``.beta`` (Pre-Norm).
+
+    For BERT: tokens = word_embeddings, positions = position_embeddings,
+    segments = token_type_embeddings, embed_norm = embeddings.LayerNorm,
+    norm1 = attention.output.LayerNorm, norm2 = output.LayerNorm,
+    ffn.up = intermediate.dense, ffn.down = output.dense (weights transposed).
+    """
+
+    def __init__(self, config=None, rng=None, dtype=np.float32):
+        config = EncoderConfig() if config is None else config
+        config.validate()
+        rng = np.random.default_rng(0) if rng is None else rng
+        self.config = config
+        d, std = config.d_model, config.init_std
+        self.tokens = Embedding(config.vocab_size, d, rng, std, dtype)
+        self.positions = None
+        if config.positions == "learned":
+            self.positions = LearnedPositions(config.max_len, d, rng, std, dtype)
+        elif config.positions == "sinusoidal":
+            self.positions = SinusoidalPositions(config.max_len, d, dtype=dtype)
+        self.segments = None
+        if config.type_vocab_size:
+            self.segments = Embedding(config.type_vocab_size, d, rng, std, dtype)
+        norm = NORMS[config.norm]
+        self.embed_norm = norm(d, config.norm_eps, dtype) if config.embed_norm else None
+        block_config = config.block_config()
+        self.blocks = [build_block(block_config, rng, dtype) for _ in range(config.n_layers)]
+        self.final_norm = norm(d, config.norm_eps, dtype) if config.use_final_norm else None
+
+    def forward(self, ids, key_mask=None, segments=None):
+        """ids [B, N] -> (states [B, N, d], cache).
+
+        ``key_mask`` [B, N] bool, True at real tokens: no position reads a
+        padded one (padded positions still get states; ignore them).
+        ``segments`` [B, N] integers in [0, type_vocab_size); default all 0.
+        """
+        c = self.config
+        ids = check_token_ids("ids", ids, c.vocab_size)
+        B, N = ids.shape
+        key_mask = check_key_mask("key_mask", key_mask, (B, N))
+        if self.positions is not None and N > c.max_len:
+            raise ValueError(f"ids: sequence length {N} exceeds max_len {c.max_len}")
+        if self.segments is None and segments is not None:
+            raise ValueError("segments: this encoder has no segment embedding (type_vocab_size=0), "
+                             "got segment ids")
+
+        x, tok_cache = self.tokens.forward(ids)                         # [B, N, d]
+        if c.embed_scale != 1.0:
+            x = x * x.dtype.type(c.embed_scale)
+        seg_cache = None
+        if self.segments is not None:
+            if segments is None:
+                segments = np.zeros((B, N), np.int64)
+            segments = check_ids("segments", segments, c.type_vocab_size, "type_vocab_size")
+            if segments.shape != (B, N):
+                raise ValueError(f"segments: expected shape {(B, N)}, got {segments.shape}")
+            seg, seg_cache = self.segments.forward(segments)             # [B, N, d]
+            x = x + seg
+        pos_cache = None
+        if self.positions is not None:
+            pos, pos_cache = self.positions.forward(np.arange(N))       # [N, d]
+            x = x + pos
+        norm_cache = None
+        if self.embed_norm is not None:
+            x, norm_cache = self.embed_norm.forward(x)
+
+        mask = None if key_mask is None else padding_mask(key_mask=key_mask)   # [B, 1, 1, N]
+        block_caches = []
+        for block in self.blocks:
+            x, bc = block.forward(x, mask)
+            block_caches.append(bc)
+        final_cache = None
+        if self.final_norm is not None:
+            x, final_cache = self.final_norm.forward(x)
+        return x, EncoderCache(tok_cache, pos_cache, seg_cache, norm_cache, tuple(block_caches),
+                               final_cache)
+
+    def backward(self, d_states, cache):
+        """Accumulates every parameter's gradient; ids have none, so returns None."""
+        d_x = d_states
+        if self.final_norm is not None:
+            d_x = self.final_norm.backward(d_x, cache.final_norm)
+        for block, bc in zip(reversed(self.blocks), reversed(cache.blocks)):
+            d_x = block.backward(d_x, bc)
+        if self.embed_norm is not None:
+            d_x = self.embed_norm.backward(d_x, cache.embed_norm)
+        if self.positions is not None:
+            self.positions.backward(d_x.sum(axis=0), cache.positions)  # one row per position
+        if self.segments is not None:
+            self.segments.backward(d_x, cache.segments)
+        if self.config.embed_scale != 1.0:
+            d_x = d_x * d_x.dtype.type(self.config.embed_scale)
+        self.tokens.backward(d_x, cache.tokens)
+        return None
+
+    def sentence_vector(self, ids, key_mask=None, segments=None, normalize=True):
+        """Inference convenience: mean over real tokens of the states [B, d], unit length if ``normalize``."""
+        states, _ = self.forward(ids, key_mask, segments)
+        vector, _ = mean_pool_forward(states, key_mask)
+        return l2_normalize_forward(vector)[0] if normalize else vector
+
+
+# -- mean pooling over real tokens -----------------------------------------------------
+@dataclass(frozen=True)
+class MeanPoolCache(Cache):
+    weights: np.ndarray   # [B, N]: 1 / count at real tokens, 0 at padding
+
+
+def mean_pool_forward(states, key_mask=None):
+    """states [B, N, d] -> the mean over real tokens [B, d].
+
+    v_b = sum_n m_bn s_bn / sum_n m_bn. A row without real tokens gives zeros.
+    """
+    if not isinstance(states, np.ndarray) or states.ndim != 3 or \
+            not np.issubdtype(states.dtype, np.floating):
+        raise TypeError(f"states: expected a float array [B, N, d], got "
+                        f"{getattr(states, 'dtype', type(states).__name__)} of shape {np.shape(states)}")
+    B, N, _ = states.shape
+    key_mask = check_key_mask("key_mask", key_mask, (B, N))
+    real = np.ones((B, N), states.dtype) if key_mask is None else key_mask.astype(states.dtype)
+    count = real.sum(axis=1, keepdims=True)                            # [B, 1]
+    weights = real / np.maximum(count, 1)                              # [B, N]
+    pooled = (weights[:, None, :] @ states)[:, 0]                      # [B, d]
+    return pooled, MeanPoolCache(weights)
+
+
+def mean_pool_backward(d_pooled, cache):
+    # each real position receives d_pooled / count; padding receives 0
+    return cache.weights[:, :, None] * d_pooled[:, None, :]            # [B, N, d]
+
+
+# -- L2 normalisation --------------------------------------------------------------------
+@dataclass(frozen=True)
+class L2NormalizeCache(Cache):
+    y: np.ndarray         # the output [..., d]
+    length: np.ndarray    # max(|x|, eps), [..., 1]
+    clamped: np.ndarray   # |x| < eps, [..., 1]: there y = x / eps, a plain scaling
+
+
+def l2_normalize_forward(x, eps=1e-12):
+    """x [..., d] -> x / max(|x|, eps) (PyTorch's F.normalize): unit length unless |x| < eps."""
+    norm = np.sqrt(np.sum(x * x, axis=-1, keepdims=True))             # [..., 1]
+    clamped = norm < eps
+    length = np.where(clamped, x.dtype.type(eps), norm)
+    y = x / length
+    return y, L2NormalizeCache(y, length, clamped)
+
+
+def l2_normalize_backward(dy, cache):
+    # dx = (dy - y (y . dy)) / |x|: only the part of dy across the sphere survives.
+    y, length = cache.y, cache.length
+    across = dy - y * np.sum(y * dy, axis=-1, keepdims=True)
+    return np.where(cache.clamped, dy, across) / length

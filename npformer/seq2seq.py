@@ -1,0 +1,433 @@
+"""An encoder-decoder model: the encoder reads the whole source, a causal decoder
+reads its own prefix and, through cross-attention, every source position.
+
+src_ids [B, M] -> Encoder -> memory [B, M, d]
+tgt_ids [B, N] -> embeddings -> decoder blocks (self-attention, cross-attention, FFN) -> logits [B, N, V]
+
+Cross-attention is attention whose queries come from the decoder stream and
+whose keys and values come from the encoder output (translation: Q from the
+sentence being written, K/V from the sentence being read). Every decoder layer
+reads the same memory, so in backward the memory's gradient is the SUM of what
+each layer sends back, and the encoder runs its backward once on that sum.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from .attention import attention_backward, attention_forward, _check_mask, causal_mask, padding_mask
+from .embedding import Embedding, LearnedPositions, SinusoidalPositions
+from .encoder import Encoder, EncoderConfig, check_key_mask, check_token_ids
+from .linear import Linear
+from .model import DecoderConfig, TiedHead, build_block
+from .module import Cache, Module, Parameter, check_float
+from .norm import NORMS
+
+
+# -- cross-attention -------------------------------------------------------------------
+@dataclass(frozen=True)
+class CrossAttentionCache(Cache):
+    q: Cache
+    kv: Cache
+    attn: Cache
+    out: Cache
+
+    @property
+    def weights(self):
+        """Attention weights [B, H, N, M]: query (target) n over source position m."""
+        return self.attn.weights
+
+
+class CrossAttention(Module):
+    """x [B, N, d] reads memory [B, M, d_memory] -> [B, N, d].
+
+    Q = x Wq (H heads), [K | V] = memory Wkv (H_kv heads each), out = Attn(Q, K, V) Wo.
+    ``mask`` broadcasts to [B, H, N, M]; usually the source padding, [B, 1, 1, M].
+    Parameter names: ``q.weight`` [d, H*D], ``kv.weight`` [d_memory, 2*H_kv*D]
+    (columns [K | V]), ``out.weight`` [d, d], and their ``.bias``.
+    """
+
+    def __init__(self, d, n_heads, n_kv_heads=None, d_memory=None, bias=False, rng=None,
+                 dtype=np.float32, out_std=None):
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if n_heads < 1 or d % n_heads:
+            raise ValueError(f"n_heads: width d={d} must be divisible by the number of heads, "
+                             f"got n_heads={n_heads}")
+        if n_kv_heads < 1 or n_heads % n_kv_heads:
+            raise ValueError(f"n_kv_heads: n_heads={n_heads} must be divisible by n_kv_heads, "
+                             f"got n_kv_heads={n_kv_heads}")
+        d_memory = d if d_memory is None else d_memory
+        self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d // n_heads
+        self.q = Linear(d, d, bias, rng, dtype=dtype)
+        self.kv = Linear(d_memory, 2 * n_kv_heads * self.head_dim, bias, rng, dtype=dtype)
+        self.out = Linear(d, d, bias, rng, std=out_std, dtype=dtype)
+
+    def forward(self, x, memory, mask=None):
+        check_float("memory", memory, self.kv.weight.dtype)
+        if x.ndim != 3 or memory.ndim != 3 or x.shape[0] != memory.shape[0]:
+            raise ValueError(f"x, memory: expected [B, N, d] and [B, M, d_memory] with the same B, "
+                             f"got shapes {x.shape} and {memory.shape}")
+        B, N, _ = x.shape
+        M = memory.shape[1]
+        H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
+        mask = _check_mask(mask, (B, H, N, M))
+        q_flat, q_cache = self.q.forward(x)                                # [B, N, H*D]
+        kv_flat, kv_cache = self.kv.forward(memory)                        # [B, M, 2*H_kv*D]
+        q = q_flat.reshape(B, N, H, D).transpose(0, 2, 1, 3)               # [B, H, N, D]
+        kv = kv_flat.reshape(B, M, 2 * H_kv, D).transpose(0, 2, 1, 3)      # [B, 2 H_kv, M, D]
+        k, v = kv[:, :H_kv], kv[:, H_kv:]
+        mixed, attn_cache = attention_forward(q, k, v, mask)               # [B, H, N, D]
+        merged = mixed.transpose(0, 2, 1, 3).reshape(B, N, H * D)
+        y, out_cache = self.out.forward(merged)
+        return y, CrossAttentionCache(q_cache, kv_cache, attn_cache, out_cache)
+
+    def backward(self, d_y, cache):
+        """-> (d_x, d_memory)."""
+        d_merged = self.out.backward(d_y, cache.out)                       # [B, N, H*D]
+        B, N, _ = d_merged.shape
+        H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
+        d_mixed = d_merged.reshape(B, N, H, D).transpose(0, 2, 1, 3)
+        dq, dk, dv = attention_backward(d_mixed, cache.attn)
+        M = dk.shape[2]
+        d_kv = np.concatenate([dk, dv], axis=1).transpose(0, 2, 1, 3)      # [B, M, 2 H_kv, D]
+        d_memory = self.kv.backward(d_kv.reshape(B, M, 2 * H_kv * D), cache.kv)
+        d_x = self.q.backward(dq.transpose(0, 2, 1, 3).reshape(B, N, H * D), cache.q)
+        return d_x, d_memory
+
+
+# -- the decoder layer ------------------------------------------------------------------
+@dataclass(frozen=True)
+class EncoderDecoderBlockCache(Cache):
+    norm1: Cache
+    attn: Cache
+    cross_norm: Cache
+    cross_attn: Cache
+    norm2: Cache
+    ffn: Cache
+
+
+class EncoderDecoderBlock(Module):
+    """A decoder layer: causal self-attention, cross-attention to the memory, FFN.
+
+    Pre-Norm:  h = x + Attn(N1(x));  g = h + Cross(Nc(h), mem);  y = g + FFN(N2(g))
+    Post-Norm: h = N1(x + Attn(x));  g = Nc(h + Cross(h, mem));  y = N2(g + FFN(g))
+    ``forward(x, memory, mask, memory_mask)``: ``mask`` for the self-attention
+    (causal and target padding), ``memory_mask`` for the cross-attention (source padding).
+    """
+
+    def __init__(self, attn, cross_attn, ffn, norm1, cross_norm, norm2, prenorm=True):
+        self.norm1, self.attn = norm1, attn
+        self.cross_norm, self.cross_attn = cross_norm, cross_attn
+        self.norm2, self.ffn = norm2, ffn
+        self.prenorm = prenorm
+
+    def forward(self, x, memory, mask=None, memory_mask=None):
+        if self.prenorm:
+            a, norm1 = self.norm1.forward(x)
+            attended, attn = self.attn.forward(a, mask)
+            h = x + attended
+            c, cross_norm = self.cross_norm.forward(h)
+            read, cross = self.cross_attn.forward(c, memory, memory_mask)
+            g = h + read
+            f, norm2 = self.norm2.forward(g)
+            fed, ffn = self.ffn.forward(f)
+            y = g + fed
+        else:
+            attended, attn = self.attn.forward(x, mask)
+            h, norm1 = self.norm1.forward(x + attended)
+            read, cross = self.cross_attn.forward(h, memory, memory_mask)
+            g, cross_norm = self.cross_norm.forward(h + read)
+            fed, ffn = self.ffn.forward(g)
+            y, norm2 = self.norm2.forward(g + fed)
+        return y, EncoderDecoderBlockCache(norm1, attn, cross_norm, cross, norm2, ffn)
+
+    def backward(self, d_y, cache):
+        """-> (d_x, d_memory); the caller sums d_memory over layers."""
+        if self.prenorm:
+            d_g = d_y + self.norm2.backward(self.ffn.backward(d_y, cache.ffn), cache.norm2)
+            d_c, d_memory = self.cross_attn.backward(d_g, cache.cross_attn)
+            d_h = d_g + self.cross_norm.backward(d_c, cache.cross_norm)
+            d_x = d_h + self.norm1.backward(self.attn.backward(d_h, cache.attn), cache.norm1)
+        else:
+            d_sum3 = self.norm2.backward(d_y, cache.norm2)                 # gradient of g + FFN(g)
+            d_g = d_sum3 + self.ffn.backward(d_sum3, cache.ffn)
+            d_sum2 = self.cross_norm.backward(d_g, cache.cross_norm)       # of h + Cross(h, mem)
+            d_h, d_memory = self.cross_attn.backward(d_sum2, cache.cross_attn)
+            d_h = d_h + d_sum2
+            d_sum1 = self.norm1.backward(d_h, cache.norm1)                 # of x + Attn(x)
+            d_x = d_sum1 + self.attn.backward(d_sum1, cache.attn)
+        return d_x, d_memory
+
+
+# -- the configuration --------------------------------------------------------------------
+SEQ2SEQ_POSITIONS = ("learned", "sinusoidal", "rope", "none")
+
+
+@dataclass
+class Seq2SeqConfig:
+    """Everything that shapes an encoder-decoder. Defaults: a tiny Pre-Norm model.
+
+    ``vocab_size`` is the target vocabulary (and the source one unless
+    ``src_vocab_size`` is set). ``share_embeddings``: one token table for
+    source and target (needs equal vocabularies); ``tie_head``: logits read the
+    target token table; ``logits_bias``: a bias added to the logits (BART's
+    final_logits_bias). ``final_norm`` None means "exactly when Pre-Norm".
+    Encoder and decoder each have their own position table and embedding norm.
+    """
+
+    vocab_size: int = 50
+    src_vocab_size: int | None = None
+    d_model: int = 8
+    n_heads: int = 2
+    n_kv_heads: int | None = None
+    n_encoder_layers: int = 1
+    n_decoder_layers: int = 1
+    max_len: int = 16                   # longest source and longest target
+    positions: str = "learned"          # learned | sinusoidal | rope | none
+    norm: str = "layernorm"
+    ffn: str = "gelu"
+    ffn_hidden: int | None = None
+    prenorm: bool = True
+    embed_norm: bool = False
+    final_norm: bool | None = None
+    attn_bias: bool = True
+    ffn_bias: bool = True
+    norm_eps: float = 1e-5
+    embed_scale: float = 1.0
+    share_embeddings: bool = True
+    tie_head: bool = True
+    logits_bias: bool = False
+    rope_theta: float = 10000.0
+    init_std: float = 0.02
+
+    @classmethod
+    def bart(cls, **overrides):
+        """BART: learned positions, embedding LayerNorm, Post-Norm, exact GELU, biases,
+        one shared token table tied to the head, a logits bias."""
+        return cls(**{**dict(positions="learned", norm="layernorm", ffn="gelu", prenorm=False,
+                             embed_norm=True, final_norm=False, attn_bias=True, ffn_bias=True,
+                             norm_eps=1e-5, share_embeddings=True, tie_head=True,
+                             logits_bias=True), **overrides})
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        for name in ("vocab_size", "n_decoder_layers"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+        if self.positions not in SEQ2SEQ_POSITIONS:
+            raise ValueError(f"positions: expected one of {SEQ2SEQ_POSITIONS}, got {self.positions!r}")
+        if self.share_embeddings and self.src_vocab_size not in (None, self.vocab_size):
+            raise ValueError(f"src_vocab_size: share_embeddings needs one vocabulary, got "
+                             f"src_vocab_size={self.src_vocab_size} and vocab_size={self.vocab_size}")
+        self.encoder_config()            # width, heads, norm, ffn ... checked there
+        self.block_config()
+
+    @property
+    def use_final_norm(self):
+        return self.prenorm if self.final_norm is None else self.final_norm
+
+    def encoder_config(self):
+        """The ``EncoderConfig`` of the source side (no segments)."""
+        return EncoderConfig(vocab_size=self.src_vocab_size or self.vocab_size, d_model=self.d_model,
+                             n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
+                             n_layers=self.n_encoder_layers, max_len=self.max_len, type_vocab_size=0,
+                             positions=self.positions, norm=self.norm, ffn=self.ffn,
+                             ffn_hidden=self.ffn_hidden, prenorm=self.prenorm,
+                             embed_norm=self.embed_norm, final_norm=self.final_norm,
+                             attn_bias=self.attn_bias, ffn_bias=self.ffn_bias, norm_eps=self.norm_eps,
+                             embed_scale=self.embed_scale, rope_theta=self.rope_theta,
+                             init_std=self.init_std)
+
+    def block_config(self):
+        """The ``DecoderConfig`` that ``build_block`` reads for the decoder's self-attention and FFN."""
+        return DecoderConfig(vocab_size=self.vocab_size, d_model=self.d_model, n_heads=self.n_heads,
+                             n_kv_heads=self.n_kv_heads, n_layers=self.n_decoder_layers,
+                             max_len=self.max_len, positions=self.positions, norm=self.norm,
+                             ffn=self.ffn, ffn_hidden=self.ffn_hidden, prenorm=self.prenorm,
+                             causal=True, attn_bias=self.attn_bias, ffn_bias=self.ffn_bias,
+                             norm_eps=self.norm_eps, rope_theta=self.rope_theta,
+                             init_std=self.init_std)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"config: unknown fields {unknown}")
+        return cls(**data)
+
+
+def build_decoder_block(config, rng, dtype):
+    """A decoder layer: ``build_block``'s self-attention, FFN and norms, plus cross-attention."""
+    base = build_block(config.block_config(), rng, dtype)
+    out_std = config.init_std / np.sqrt(2 * config.n_decoder_layers)
+    cross = CrossAttention(config.d_model, config.n_heads, config.n_kv_heads, None, config.attn_bias,
+                           rng, dtype, out_std=out_std)
+    cross_norm = NORMS[config.norm](config.d_model, config.norm_eps, dtype)
+    return EncoderDecoderBlock(base.attn, cross, base.ffn, base.norm1, cross_norm, base.norm2,
+                               config.prenorm)
+
+
+# -- the model ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DecodeCache(Cache):
+    tokens: Cache
+    positions: Cache | None
+    embed_norm: Cache | None
+    blocks: tuple
+    final_norm: Cache | None
+    head: Cache
+
+    def cross_attention(self, layer=0):
+        """Cross-attention weights [B, H, N, M] of one decoder layer."""
+        return self.blocks[layer].cross_attn.weights
+
+
+@dataclass(frozen=True)
+class EncoderDecoderCache(Cache):
+    encoder: Cache
+    decoder: DecodeCache
+
+
+class EncoderDecoder(Module):
+    """The encoder-decoder described by a ``Seq2SeqConfig``.
+
+    ``forward(src_ids, tgt_ids, src_mask=None, tgt_mask=None) -> (logits [B, N, V], cache)``;
+    ``backward`` returns None (ids are integers). ``encode`` and ``decode_forward``
+    / ``decode_backward`` are the two halves (generation encodes once).
+
+    Parameter names: ``encoder.*`` (an ``Encoder``: tokens, positions,
+    embed_norm, blocks, final_norm), then the decoder's ``tokens.weight``
+    (absent when shared: the table is ``encoder.tokens.weight``),
+    ``positions.weight``, ``embed_norm.gamma``/``.beta``, and per layer i
+    ``blocks.{i}.norm1``, ``.attn.qkv``, ``.attn.out`` (causal self-attention),
+    ``blocks.{i}.cross_norm``, ``.cross_attn.q``, ``.cross_attn.kv`` (columns [K | V]),
+    ``.cross_attn.out``, ``blocks.{i}.norm2``, ``.ffn.up``, ``.ffn.down``; then
+    ``final_norm``, ``head.weight`` (absent when tied) and ``logits_bias`` [V].
+    For BART: norm1 = self_attn_layer_norm, cross_attn = encoder_attn,
+    cross_norm = encoder_attn_layer_norm, norm2 = final_layer_norm, embed_norm =
+    layernorm_embedding, positions = embed_positions without its first 2 rows.
+    """
+
+    def __init__(self, config=None, rng=None, dtype=np.float32):
+        config = Seq2SeqConfig() if config is None else config
+        config.validate()
+        rng = np.random.default_rng(0) if rng is None else rng
+        self.config = config
+        d, std = config.d_model, config.init_std
+        self.encoder = Encoder(config.encoder_config(), rng, dtype)
+        if config.share_embeddings:
+            self.tokens = self.encoder.tokens                  # the same Parameter, two readers
+        else:
+            self.tokens = Embedding(config.vocab_size, d, rng, std, dtype)
+        self.positions = None
+        if config.positions == "learned":
+            self.positions = LearnedPositions(config.max_len, d, rng, std, dtype)
+        elif config.positions == "sinusoidal":
+            self.positions = SinusoidalPositions(config.max_len, d, dtype=dtype)
+        norm = NORMS[config.norm]
+        self.embed_norm = norm(d, config.norm_eps, dtype) if config.embed_norm else None
+        self.blocks = [build_decoder_block(config, rng, dtype) for _ in range(config.n_decoder_layers)]
+        self.final_norm = norm(d, config.norm_eps, dtype) if config.use_final_norm else None
+        if config.tie_head:
+            self.head = TiedHead(self.tokens)
+        else:
+            self.head = Linear(d, config.vocab_size, False, rng, std=std, dtype=dtype)
+        self.logits_bias = Parameter(np.zeros(config.vocab_size, dtype)) if config.logits_bias else None
+
+    def encode(self, src_ids, src_mask=None):
+        """Inference convenience: the encoder output (memory) [B, M, d]."""
+        return self.encoder.forward(src_ids, src_mask)[0]
+
+    def decode_forward(self, memory, tgt_ids, src_mask=None, tgt_mask=None):
+        """memory [B, M, d], tgt_ids [B, N] -> (logits [B, N, V], cache).
+
+        Target position n reads target positions <= n (and only real ones, by
+        ``tgt_mask``) and every real source position (by ``src_mask``).
+        """
+        c = self.config
+        tgt_ids = check_token_ids("tgt_ids", tgt_ids, c.vocab_size)
+        check_float("memory", memory, self.dtype)
+        B, N = tgt_ids.shape
+        if memory.ndim != 3 or memory.shape[0] != B or memory.shape[2] != c.d_model:
+            raise ValueError(f"memory: expected shape ({B}, M, {c.d_model}), got {memory.shape}")
+        src_mask = check_key_mask("src_mask", src_mask, memory.shape[:2])
+        tgt_mask = check_key_mask("tgt_mask", tgt_mask, (B, N))
+        if self.positions is not None and N > c.max_len:
+            raise ValueError(f"tgt_ids: sequence length {N} exceeds max_len {c.max_len}")
+        self_mask = causal_mask(N)[None, None]                            # [1, 1, N, N]
+        if tgt_mask is not None:
+            self_mask = self_mask & padding_mask(key_mask=tgt_mask)       # [B, 1, N, N]
+        memory_mask = None if src_mask is None else padding_mask(key_mask=src_mask)  # [B, 1, 1, M]
+
+        x, tok_cache = self.tokens.forward(tgt_ids)                       # [B, N, d]
+        if c.embed_scale != 1.0:
+            x = x * x.dtype.type(c.embed_scale)
+        pos_cache = None
+        if self.positions is not None:
+            pos, pos_cache = self.positions.forward(np.arange(N))         # [N, d]
+            x = x + pos
+        norm_cache = None
+        if self.embed_norm is not None:
+            x, norm_cache = self.embed_norm.forward(x)
+        block_caches = []
+        for block in self.blocks:
+            x, bc = block.forward(x, memory, self_mask, memory_mask)
+            block_caches.append(bc)
+        final_cache = None
+        if self.final_norm is not None:
+            x, final_cache = self.final_norm.forward(x)
+        logits, head_cache = self.head.forward(x)                         # [B, N, V]
+        if self.logits_bias is not None:
+            logits = logits + self.logits_bias.data
+        return logits, DecodeCache(tok_cache, pos_cache, norm_cache, tuple(block_caches),
+                                   final_cache, head_cache)
+
+    def decode_backward(self, d_logits, cache):
+        """Accumulates the decoder's gradients; returns d_memory, summed over every layer."""
+        if self.logits_bias is not None:
+            self.logits_bias.grad += d_logits.reshape(-1, d_logits.shape[-1]).sum(axis=0)
+        d_x = self.head.backward(d_logits, cache.head)
+        if self.final_norm is not None:
+            d_x = self.final_norm.backward(d_x, cache.final_norm)
+        d_memory = 0
+        for block, bc in zip(reversed(self.blocks), reversed(cache.blocks)):
+            d_x, d_read = block.backward(d_x, bc)
+            d_memory = d_memory + d_read                                  # every layer read it
+        if self.embed_norm is not None:
+            d_x = self.embed_norm.backward(d_x, cache.embed_norm)
+        if self.positions is not None:
+            self.positions.backward(d_x.sum(axis=0), cache.positions)
+        if self.config.embed_scale != 1.0:
+            d_x = d_x * d_x.dtype.type(self.config.embed_scale)
+        self.tokens.backward(d_x, cache.tokens)
+        return d_memory
+
+    def forward(self, src_ids, tgt_ids, src_mask=None, tgt_mask=None):
+        """src_ids [B, M], tgt_ids [B, N] -> (logits [B, N, V], cache).
+
+        ``src_mask`` [B, M] and ``tgt_mask`` [B, N] bool, True at real tokens.
+        """
+        src_ids = check_token_ids("src_ids", src_ids, self.encoder.config.vocab_size)
+        tgt_ids = check_token_ids("tgt_ids", tgt_ids, self.config.vocab_size)
+        if src_ids.shape[0] != tgt_ids.shape[0]:
+            raise ValueError(f"tgt_ids: expected batch size {src_ids.shape[0]} (as src_ids), "
+                             f"got {tgt_ids.shape[0]}")
+        src_mask = check_key_mask("src_mask", src_mask, src_ids.shape)
+        memory, enc_cache = self.encoder.forward(src_ids, src_mask)      # [B, M, d]
+        logits, dec_cache = self.decode_forward(memory, tgt_ids, src_mask, tgt_mask)
+        return logits, EncoderDecoderCache(enc_cache, dec_cache)
+
+    def backward(self, d_logits, cache):
+        """Accumulates every parameter's gradient; ids have none, so returns None."""
+        d_memory = self.decode_backward(d_logits, cache.decoder)
+        self.encoder.backward(d_memory, cache.encoder)
+        return None
