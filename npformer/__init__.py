@@ -26,6 +26,7 @@ __version__ = "0.1.0"
 
 # -- later components (each block owned by one area; keep to your own block) --
 # variants: MoE
+from .moe import MoE, MoECounts, active_parameters  # noqa: E402
 # backbones: encoder-only, encoder-decoder
 from .encoder import (Encoder, EncoderConfig, l2_normalize_backward, l2_normalize_forward,  # noqa: E402
                       mean_pool_backward, mean_pool_forward)

@@ -21,6 +21,7 @@ from .ffn import FFN, SwiGLU
 from .kv_cache import KVCache
 from .linear import Linear
 from .module import Cache, Module, check_ids
+from .moe import MoE
 from .norm import NORMS
 from .rope import Rotary
 
@@ -53,6 +54,9 @@ class DecoderConfig:
     rope_fraction: float = 1.0
     window: int | None = None          # sliding-window attention width
     init_std: float = 0.02
+    n_experts: int = 0                 # 0: dense FFN; > 0: Mixture of Experts FFN (Mixtral-style)
+    top_k: int = 2                     # experts per token when n_experts > 0
+    moe_aux_weight: float = 0.01       # backward adds the gradient of moe_aux_weight * sum of aux losses
 
     @classmethod
     def gpt2(cls, **overrides):
@@ -65,6 +69,11 @@ class DecoderConfig:
         """RoPE, RMSNorm, SwiGLU, no biases, untied head (set n_kv_heads for GQA)."""
         return cls(**{**dict(positions="rope", norm="rmsnorm", ffn="swiglu", attn_bias=False,
                              ffn_bias=False, tie_embeddings=False, norm_eps=1e-6), **overrides})
+
+    @classmethod
+    def mixtral(cls, **overrides):
+        """The Llama recipe with every FFN a Mixture of 8 SwiGLU experts, top-2 routing."""
+        return cls.llama(**{**dict(n_experts=8, top_k=2), **overrides})
 
     def __post_init__(self):
         self.validate()
@@ -86,6 +95,12 @@ class DecoderConfig:
                 raise ValueError(f"{name}: expected one of {allowed}, got {getattr(self, name)!r}")
         if self.window is not None and (not isinstance(self.window, (int, np.integer)) or self.window < 1):
             raise ValueError(f"window: expected an integer >= 1 or None, got {self.window!r}")
+        if not isinstance(self.n_experts, (int, np.integer)) or self.n_experts < 0:
+            raise ValueError(f"n_experts: expected an integer >= 0 (0 = dense FFN), got {self.n_experts!r}")
+        if self.n_experts and (not isinstance(self.top_k, (int, np.integer))
+                               or not 1 <= self.top_k <= self.n_experts):
+            raise ValueError(f"top_k: expected an integer in [1, n_experts={self.n_experts}], "
+                             f"got {self.top_k!r}")
 
     @property
     def head_dim(self):
@@ -135,6 +150,15 @@ class DecoderCache(Cache):
         """Attention weights [B, H, N, M] of one layer."""
         return self.blocks[layer].attn.weights
 
+    @property
+    def aux_loss(self):
+        """Sum of the MoE layers' load-balancing losses in this forward (0.0 if dense).
+
+        Training loss = CE + config.moe_aux_weight * aux_loss; ``DecoderLM.backward``
+        already includes the second term's gradient (each MoE layer adds it).
+        """
+        return float(sum(getattr(block.ffn, "aux_loss", 0.0) for block in self.blocks))
+
 
 def build_block(config, rng, dtype):
     """One block as the config describes it (used by every backbone)."""
@@ -145,7 +169,10 @@ def build_block(config, rng, dtype):
         rope = Rotary(config.head_dim, config.rope_theta, config.rope_layout, config.rope_fraction)
     attn = MultiHeadAttention(d, config.n_heads, config.n_kv_heads, config.attn_bias, rope,
                               config.window, rng, dtype, out_std=out_std)
-    if config.ffn == "swiglu":
+    if config.n_experts:
+        ffn = MoE(d, config.n_experts, config.top_k, config.ffn_hidden, config.ffn, config.ffn_bias,
+                  config.moe_aux_weight, rng, dtype, out_std=out_std)
+    elif config.ffn == "swiglu":
         ffn = SwiGLU(d, config.ffn_hidden, config.ffn_bias, rng, dtype, out_std=out_std)
     else:
         ffn = FFN(d, config.ffn_hidden, 4, config.ffn, config.ffn_bias, rng, dtype, out_std=out_std)

@@ -1,0 +1,213 @@
+"""Mixture of Experts (MoE): E expert FFNs, each token sent to the k its router prefers.
+
+    probs   = softmax(x W_router)                        [T, E]  (T = all tokens)
+    chosen  = the k experts with the highest probs       [T, k]
+    weights = probs[chosen] / sum(probs[chosen])         [T, k]  (kept weights sum to 1)
+    y       = sum_s weights[:, s] * Expert_{chosen[:, s]}(x)
+
+Each expert runs once on the tokens routed to it (a gather), never on all of them,
+so a token costs k expert FFNs however many experts exist: the *active*
+parameters per token are the router plus k experts, the *total* all E experts.
+
+Load balancing. A router that sends everything to one expert wastes the rest, so
+training adds an auxiliary loss (Switch Transformer, Mixtral):
+
+    aux = E * sum_e f_e * P_e,   f_e = (routing slots sent to e) / T,   P_e = mean_t probs[t, e]
+
+f_e is the fraction of tokens that have e among their k choices (sum_e f_e = k),
+so a perfectly balanced router (f_e = k/E, P_e = 1/E) gives aux = k, and so does
+any router whose mean probabilities are uniform. f_e is a count, so the gradient
+of aux flows through P_e only.
+
+Protocol: ``forward(x) -> (y, cache)`` with ``cache.aux_loss`` (a float).
+``backward(d_y, cache)`` returns d_x and adds into every parameter's grad the
+gradient of  <y, d_y> + aux_weight * aux : the layer adds its own weighted
+auxiliary gradient, so a model trained on  CE + aux_weight * (sum of aux losses)
+needs nothing beyond its usual backward. ``backward(d_y, cache, d_aux=g)`` uses
+the upstream gradient g for aux instead of ``aux_weight`` (gradient checks).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from .ffn import FFN, SwiGLU
+from .functional import ACTIVATIONS, SoftmaxCache, softmax_backward, softmax_forward
+from .linear import Linear
+from .module import Cache, Module
+
+EXPERT_KINDS = ("swiglu",) + tuple(ACTIVATIONS)   # SwiGLU, or an FFN with this activation
+
+
+class MoECounts(NamedTuple):
+    """Parameter counts of one MoE layer (see ``MoE.counts``)."""
+
+    per_expert: int
+    router: int
+    experts_total: int    # all E experts
+    experts_active: int   # the k experts one token runs through
+    total: int            # router + all experts: what must be stored
+    active: int           # router + k experts: what one token computes with
+
+
+@dataclass(frozen=True)
+class ExpertCall(Cache):
+    """One expert's share of a forward: which (token, slot) pairs it served."""
+
+    rows: np.ndarray      # [T_e] token indices routed to this expert
+    slots: np.ndarray     # [T_e] which of the token's k choices it is
+    out: np.ndarray       # [T_e, d] the expert's output (needed for d_weights)
+    expert: Cache
+
+
+@dataclass(frozen=True)
+class MoECache(Cache):
+    router: Cache
+    softmax: SoftmaxCache          # .y = probs [T, E]
+    chosen: np.ndarray             # [T, k] expert indices, best first
+    weights: np.ndarray            # [T, k] renormalised kept weights
+    kept_total: np.ndarray         # [T, 1] sum of the kept probs before renormalising
+    calls: tuple                   # one ExpertCall (or None if it got no token) per expert
+    load: np.ndarray               # [E] f_e
+    aux_loss: float
+    shape: tuple                   # the input's shape [..., d]
+
+    @property
+    def probs(self):
+        """Router probabilities [T, E] (T = all tokens, flattened)."""
+        return self.softmax.y
+
+    @property
+    def top_k_margin(self):
+        """Smallest gap between a token's k-th and (k+1)-th probability (inf if k = E).
+
+        A gradient check must stay well away from 0: there the chosen set changes.
+        """
+        k, E = self.chosen.shape[1], self.probs.shape[1]
+        if k == E:
+            return np.inf
+        ranked = -np.sort(-self.probs, axis=-1)
+        return float(np.min(ranked[:, k - 1] - ranked[:, k]))
+
+
+def _expert_size(d, hidden, expert, bias):
+    """Parameters of one expert from its shapes (mirrors FFN and SwiGLU)."""
+    if expert == "swiglu":
+        return 3 * d * hidden + (2 * hidden + d if bias else 0)      # gate, up, down
+    return 2 * d * hidden + (hidden + d if bias else 0)              # up, down
+
+
+class MoE(Module):
+    """x [..., d] -> [..., d]: a router and ``n_experts`` expert FFNs, ``top_k`` per token.
+
+    ``expert``: "swiglu" (Mixtral) or an FFN activation ("gelu", "gelu_tanh", "relu").
+    ``hidden``: each expert's hidden width (default 4 d). ``aux_weight``: the weight of
+    the load-balancing loss whose gradient ``backward`` adds (see the module docstring).
+    Parameter names: ``router.weight``, ``experts.{e}.up.weight`` ...
+    """
+
+    def __init__(self, d, n_experts, top_k=2, hidden=None, expert="swiglu", bias=False,
+                 aux_weight=0.01, rng=None, dtype=np.float32, out_std=None):
+        if not isinstance(n_experts, (int, np.integer)) or n_experts < 1:
+            raise ValueError(f"n_experts: expected an integer >= 1, got {n_experts!r}")
+        if not isinstance(top_k, (int, np.integer)) or not 1 <= top_k <= n_experts:
+            raise ValueError(f"top_k: expected an integer in [1, n_experts={n_experts}], got {top_k!r}")
+        if expert not in EXPERT_KINDS:
+            raise ValueError(f"expert: expected one of {EXPERT_KINDS}, got {expert!r}")
+        self.n_experts, self.top_k, self.expert_kind = n_experts, top_k, expert
+        self.aux_weight = aux_weight
+        self.router = Linear(d, n_experts, bias=False, rng=rng, dtype=dtype)
+        if expert == "swiglu":
+            self.experts = [SwiGLU(d, hidden, bias, rng, dtype, out_std) for _ in range(n_experts)]
+        else:
+            self.experts = [FFN(d, hidden, 4, expert, bias, rng, dtype, out_std)
+                            for _ in range(n_experts)]
+
+    def forward(self, x):
+        E, k = self.n_experts, self.top_k
+        d = x.shape[-1]
+        flat = x.reshape(-1, d)                                       # [T, d]
+        T = len(flat)
+        logits, router = self.router.forward(flat)                    # [T, E]
+        probs, softmax = softmax_forward(logits)                      # [T, E]
+        # top-k per token; a stable sort sends ties to the lower expert index
+        chosen = np.argsort(-probs, axis=-1, kind="stable")[:, :k]    # [T, k]
+        kept = np.take_along_axis(probs, chosen, axis=-1)             # [T, k]
+        kept_total = kept.sum(axis=-1, keepdims=True)                 # [T, 1]
+        weights = kept / kept_total                                   # [T, k]
+
+        y = np.zeros_like(flat)                                       # [T, d]
+        calls = []
+        for e, expert in enumerate(self.experts):                     # gather each expert's tokens
+            rows, slots = np.nonzero(chosen == e)                     # [T_e], [T_e]
+            if len(rows) == 0:
+                calls.append(None)
+                continue
+            out, expert_cache = expert.forward(flat[rows])            # [T_e, d]
+            y[rows] += weights[rows, slots, None] * out               # a token meets e at most once
+            calls.append(ExpertCall(rows, slots, out, expert_cache))
+
+        load = np.bincount(chosen.ravel(), minlength=E) / max(T, 1)   # f_e [E], sums to k
+        mean_probs = probs.mean(axis=0) if T else np.zeros(E)         # P_e [E]
+        aux_loss = float(E * np.dot(load, mean_probs))
+        return y.reshape(x.shape), MoECache(router, softmax, chosen, weights, kept_total,
+                                            tuple(calls), load, aux_loss, x.shape)
+
+    def backward(self, d_y, cache, d_aux=None):
+        """d_x; parameters get the gradient of <y, d_y> + d_aux * aux (d_aux: aux_weight)."""
+        d_aux = self.aux_weight if d_aux is None else d_aux
+        d = cache.shape[-1]
+        d_y = d_y.reshape(-1, d)                                      # [T, d]
+        weights = cache.weights
+        d_flat = np.zeros_like(d_y)                                   # [T, d]
+        d_weights = np.zeros_like(weights)                            # [T, k]
+        for expert, call in zip(self.experts, cache.calls):
+            if call is None:
+                continue
+            rows, slots = call.rows, call.slots
+            d_weights[rows, slots] = np.sum(d_y[rows] * call.out, axis=-1)
+            d_flat[rows] += expert.backward(weights[rows, slots, None] * d_y[rows], call.expert)
+        # weights = kept / sum(kept):  d_kept = (d_weights - sum_s d_weights_s weights_s) / sum(kept)
+        d_kept = (d_weights - np.sum(d_weights * weights, axis=-1, keepdims=True)) / cache.kept_total
+        d_probs = np.zeros_like(cache.probs)                          # [T, E]
+        np.put_along_axis(d_probs, cache.chosen, d_kept, axis=-1)     # the k chosen are distinct
+        T, E = d_probs.shape
+        if d_aux and T:
+            # aux = E * sum_e f_e * mean_t probs[t, e]  ->  d aux / d probs[t, e] = E f_e / T
+            d_probs += (d_aux * E / T * cache.load).astype(d_probs.dtype)
+        d_logits = softmax_backward(d_probs, cache.softmax)
+        d_flat += self.router.backward(d_logits, cache.router)
+        return d_flat.reshape(cache.shape)
+
+    # -- parameter counts -----------------------------------------------------------
+    @staticmethod
+    def counts(d, n_experts, top_k=2, hidden=None, expert="swiglu", bias=False):
+        """``MoECounts`` from the shapes alone, nothing allocated.
+
+        E.g. 8 experts of 10 million parameters with top-2 routing: 80 million expert
+        parameters stored, 20 million used per token (plus the d x E router).
+        """
+        hidden = 4 * d if hidden is None else hidden
+        per_expert = _expert_size(d, hidden, expert, bias)
+        router = d * n_experts
+        experts_total, experts_active = n_experts * per_expert, top_k * per_expert
+        return MoECounts(per_expert, router, experts_total, experts_active,
+                         router + experts_total, router + experts_active)
+
+    def total_parameters(self):
+        """Every parameter: the router and all E experts."""
+        return self.num_parameters()
+
+    def active_parameters(self):
+        """Parameters one token computes with: the router and k experts."""
+        return self.router.num_parameters() + self.top_k * self.experts[0].num_parameters()
+
+
+def active_parameters(model):
+    """Parameters one token computes with in ``model``: all of them, minus the
+    E - k experts each MoE layer skips for that token."""
+    skipped = sum((m.n_experts - m.top_k) * m.experts[0].num_parameters()
+                  for m in model.modules() if isinstance(m, MoE))
+    return model.num_parameters() - skipped

@@ -1,0 +1,110 @@
+"""The Mixtral-style decoder: a DecoderLM whose FFNs are Mixtures of Experts."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from npformer import DecoderConfig, DecoderLM, MoE, active_parameters, cross_entropy, gradcheck
+from npformer.checks import CASES
+from npformer.checks_variants import WithAuxLoss
+from npformer.moe import MoECache
+
+seeds = st.integers(0, 2**32 - 1)
+
+
+def tiny(seed=0, **overrides):
+    config = DecoderConfig.mixtral(**{**dict(vocab_size=13, d_model=8, n_heads=2, n_kv_heads=1,
+                                             n_layers=2, max_len=12, n_experts=4, top_k=2,
+                                             ffn_hidden=6), **overrides})
+    rng = np.random.default_rng(seed)
+    model = DecoderLM(config, rng, np.float64)
+    for p in model.parameters():
+        p.data += 0.5 * rng.standard_normal(p.shape)
+    return model
+
+
+def test_config_builds_moe_layers_and_reports_their_aux_loss():
+    model = tiny()
+    assert all(isinstance(block.ffn, MoE) for block in model.blocks)
+    assert [b.ffn.n_experts for b in model.blocks] == [4, 4] and model.blocks[0].ffn.top_k == 2
+    assert "blocks.1.ffn.router.weight" in dict(model.named_parameters())
+    ids = np.random.default_rng(1).integers(0, 13, (2, 5))
+    _, cache = model.forward(ids)
+    per_layer = [block.ffn.aux_loss for block in cache.blocks]
+    assert all(isinstance(block.ffn, MoECache) for block in cache.blocks)
+    assert cache.aux_loss == pytest.approx(sum(per_layer))
+    dense = DecoderLM(DecoderConfig(vocab_size=13))
+    assert dense.forward(ids)[1].aux_loss == 0.0
+
+
+def test_one_expert_model_equals_the_dense_model():
+    dense = DecoderLM(DecoderConfig.llama(vocab_size=13, d_model=8, n_heads=2, n_layers=2),
+                      np.random.default_rng(0), np.float64)
+    moe = DecoderLM(DecoderConfig.llama(vocab_size=13, d_model=8, n_heads=2, n_layers=2,
+                                        n_experts=1, top_k=1), np.random.default_rng(5), np.float64)
+    renamed = {name.replace(".ffn.", ".ffn.experts.0."): a for name, a in dense.state_dict().items()}
+    renamed.update({f"blocks.{i}.ffn.router.weight": np.ones((8, 1)) for i in range(2)})
+    moe.load_state_dict(renamed)
+    ids = np.random.default_rng(1).integers(0, 13, (2, 6))
+    np.testing.assert_allclose(moe(ids), dense(ids), rtol=1e-12, atol=1e-12)
+
+
+@given(seed=seeds, n=st.integers(1, 9), prompt=st.integers(1, 9), window=st.none() | st.integers(1, 4))
+def test_kv_cache_decode_equals_the_full_forward(seed, n, prompt, window):
+    model = tiny(seed, window=window)
+    ids = np.random.default_rng(seed).integers(0, 13, (2, n))
+    full, _ = model.forward(ids)
+    cache = model.new_kv_cache(2)
+    steps = [model.forward(ids[:, :min(prompt, n)], kv_cache=cache)[0]]
+    for t in range(min(prompt, n), n):
+        steps.append(model.forward(ids[:, t:t + 1], kv_cache=cache)[0])
+    np.testing.assert_allclose(np.concatenate(steps, 1), full, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("size", [0, 1, 2])
+def test_registered_full_model_gradient_check(size):
+    target, inputs, options = CASES["DecoderLM (Mixtral)"](np.random.default_rng(size), size)
+    report = gradcheck(target, *inputs, **options)
+    assert report.ok, str(report)
+    names = {c.name for c in report.checks}
+    model = target.target
+    assert names == {"target." + name for name, _ in model.named_parameters()}   # every parameter
+    assert any(name.endswith("router.weight") for name in names)
+
+
+def test_training_gradient_is_that_of_cross_entropy_plus_weighted_aux():
+    # DecoderLM.backward(dCE/dlogits) must give d(CE + moe_aux_weight * aux)/d(params):
+    # finite differences of that total, with the aux entry's upstream set to the weight.
+    model = tiny(3, moe_aux_weight=0.25, n_layers=1)
+    ids = np.random.default_rng(4).integers(0, 13, (1, 5))
+    targets = np.random.default_rng(5).integers(0, 13, (1, 5))
+    _, cache = model.forward(ids)
+    assert min(b.ffn.top_k_margin for b in cache.blocks) > 1e-3
+
+    class TrainingBackward(WithAuxLoss):
+        def backward(self, d_out, cache):
+            return self.target.backward(d_out[:-1].reshape(cache.shape), cache.inner)
+
+    logits = model(ids)
+    _, d_logits = cross_entropy(logits, targets)      # the upstream of the CE term at this point
+    upstream = np.append(d_logits.ravel(), 0.25)
+    # eps 1e-5: expert gradients here are small, so rounding noise matters more than truncation
+    report = gradcheck(TrainingBackward(model), ids, upstream=upstream, randomize=False, eps=1e-5)
+    assert report.ok, str(report)
+
+
+def test_active_parameters_of_a_mixtral_model():
+    model = tiny()
+    expert = model.blocks[0].ffn.experts[0].num_parameters()
+    # per layer, a token skips E - k = 2 experts
+    assert active_parameters(model) == model.num_parameters() - 2 * 2 * expert
+    assert active_parameters(DecoderLM(DecoderConfig())) == DecoderLM(DecoderConfig()).num_parameters()
+
+
+def test_bad_moe_config_names_the_field():
+    with pytest.raises(ValueError, match=r"top_k: expected an integer in \[1, n_experts=4\], got 5"):
+        DecoderConfig(n_experts=4, top_k=5)
+    with pytest.raises(ValueError, match="top_k"):
+        DecoderConfig(n_experts=4, top_k=0)
+    with pytest.raises(ValueError, match="n_experts: expected an integer >= 0"):
+        DecoderConfig(n_experts=-1)
+    DecoderConfig(n_experts=0, top_k=5)                 # dense: top_k unused
