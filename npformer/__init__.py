@@ -32,5 +32,12 @@ from .encoder import (Encoder, EncoderConfig, l2_normalize_backward, l2_normaliz
                       mean_pool_backward, mean_pool_forward)
 from .seq2seq import CrossAttention, EncoderDecoder, EncoderDecoderBlock, Seq2SeqConfig  # noqa: E402
 # training: optimizers, tokenizers, data, training, generation, checkpoints
+# (the functions train.train and generate.generate are not re-exported: they would hide
+#  the modules npformer.train and npformer.generate)
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint  # noqa: E402
+from .generate import generate_text, next_token_probs  # noqa: E402
+from .optim import SGD, AdamW, clip_grad_norm, warmup_cosine  # noqa: E402
+from .tokenizer import ByteTokenizer, CharTokenizer  # noqa: E402
+from .train import TrainConfig, TrainingDiverged  # noqa: E402
 # long context: blockwise (flash) attention
 # interop: Hugging Face import/export, pretrained MiniLM

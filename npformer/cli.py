@@ -56,4 +56,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as ``python -m npformer.cli``: use the imported module, so that the
+    # UsageError raised by sub-commands is the class this main() catches.
+    from npformer.cli import main as package_main
+    sys.exit(package_main())

@@ -1,0 +1,136 @@
+"""Pictures of training: attention as a shaded character map in the terminal, and
+(with the optional ``plot`` extra, matplotlib) PNG files of the loss curve and
+attention heat maps.
+
+The terminal map needs nothing: each character of the question is printed with
+a block from light to dark below it, darker where the chosen position looked
+more.
+"""
+from __future__ import annotations
+
+import os
+import unicodedata
+
+import numpy as np
+
+SHADES = " ░▒▓█"
+INSTALL_HINT = "pip install 'npformer[plot]' (or: pip install matplotlib)"
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
+             "WenQuanYi Micro Hei", "SimHei", "Microsoft YaHei", "PingFang SC", "Heiti SC",
+             "AR PL UMing CN", "Droid Sans Fallback")
+
+
+class PlotUnavailable(RuntimeError):
+    """matplotlib is not installed; the message says how to install it."""
+
+
+# -- the terminal heat map ---------------------------------------------------------------
+def char_width(char):
+    """Terminal cells a character takes: 2 for wide (CJK) characters, else 1."""
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def shade(weight):
+    """A block character for a weight in [0, 1] (0 -> blank, 1 -> full block)."""
+    level = int(round(float(np.clip(weight, 0, 1)) * (len(SHADES) - 1)))
+    return SHADES[level]
+
+
+def text_heatmap(chars, weights, label=""):
+    """Two lines: the characters, and under each a block as dark as its weight.
+
+    ``weights`` [len(chars)] are scaled by their maximum, so the darkest block
+    marks the most-read character. ``label`` is printed before both lines.
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    if len(weights) != len(chars):
+        raise ValueError(f"weights: expected {len(chars)} values (one per character), got {len(weights)}")
+    scaled = weights / weights.max() if weights.max() > 0 else weights
+    pad = " " * sum(char_width(c) for c in label)
+    top = label + "".join(chars)
+    bottom = pad + "".join(shade(w) * char_width(c) for c, w in zip(chars, scaled))
+    return top + "\n" + bottom
+
+
+# -- PNG files (matplotlib) -----------------------------------------------------------------
+def require_matplotlib():
+    """Import matplotlib with a non-interactive backend, or raise ``PlotUnavailable``."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlotUnavailable(f"--plot needs matplotlib, which is not installed: {INSTALL_HINT}") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _cjk_font():
+    """The name of an installed font with Chinese glyphs, or None."""
+    from matplotlib import font_manager
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONTS if name in installed), None)
+
+
+def plot_loss(history, path, title="training loss"):
+    """Loss per step (and its moving average) on a log scale; evaluations as points."""
+    plt = require_matplotlib()
+    loss = np.asarray(history.loss, dtype=np.float64)
+    steps = np.arange(1, len(loss) + 1)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(steps, loss, lw=0.8, alpha=0.5, label="loss per step")
+    window = max(1, len(loss) // 50)
+    if window > 1:
+        smooth = np.convolve(loss, np.ones(window) / window, mode="valid")
+        ax.plot(steps[window - 1:], smooth, lw=1.8, label=f"moving average ({window} steps)")
+    evals = [e for e in history.evals if "heldout_loss" in e]
+    if evals:
+        ax.plot([e["step"] for e in evals], [e["heldout_loss"] for e in evals], "o-",
+                label="held-out loss")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats per answer token)")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_attention(chars, weights, path, title="attention"):
+    """Heat maps of attention ``weights`` [layers, N, N] (mean over heads) over ``chars``.
+
+    Without a font that has Chinese glyphs the axes are labelled by position.
+    """
+    plt = require_matplotlib()
+    weights = np.asarray(weights, dtype=np.float64)
+    font = _cjk_font()
+    labels = list(chars) if font or all(ord(c) < 0x2E80 for c in chars) else \
+        [str(i) for i in range(len(chars))]
+    n_layers = len(weights)
+    fig, axes = plt.subplots(1, n_layers, figsize=(4.2 * n_layers + 0.8, 4.4), squeeze=False)
+    for layer, ax in enumerate(axes[0]):
+        image = ax.imshow(weights[layer], cmap="Blues", vmin=0, vmax=1)
+        ax.set_xticks(range(len(labels)))
+        ax.set_yticks(range(len(labels)))
+        kw = {"fontfamily": font} if font else {}
+        ax.set_xticklabels(labels, fontsize=7, **kw)
+        ax.set_yticklabels(labels, fontsize=7, **kw)
+        ax.set_xlabel("key (read)")
+        ax.set_ylabel("query (reading)")
+        ax.set_title(f"layer {layer}, mean over heads", fontsize=9)
+    fig.colorbar(image, ax=list(axes[0]), shrink=0.8)
+    fig.suptitle(title if font else title + " (axes: positions; no CJK font installed)", fontsize=9)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_all(directory, history, attention_maps=()):
+    """Write loss.png and attention_{i}.png into ``directory``; returns the paths."""
+    require_matplotlib()
+    os.makedirs(directory, exist_ok=True)
+    paths = [plot_loss(history, os.path.join(directory, "loss.png"))]
+    for i, (chars, weights, title) in enumerate(attention_maps):
+        paths.append(plot_attention(chars, weights, os.path.join(directory, f"attention_{i}.png"), title))
+    return paths
