@@ -78,3 +78,13 @@ class SinusoidalPositions(Module):
 
     def backward(self, d_out, cache):
         return None
+
+
+def position_table(kind, max_len, d, rng, std=0.02, dtype=np.float32):
+    """The position module a config names: ``LearnedPositions``, ``SinusoidalPositions``,
+    or None for "rope" (rotations inside attention) and "none"."""
+    if kind == "learned":
+        return LearnedPositions(max_len, d, rng, std, dtype)
+    if kind == "sinusoidal":
+        return SinusoidalPositions(max_len, d, dtype=dtype)
+    return None

@@ -17,22 +17,21 @@ scaled by 1/sqrt(D). ``EncoderConfig()`` is that recipe at a tiny size.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from .attention import padding_mask
-from .embedding import Embedding, LearnedPositions, SinusoidalPositions
+from .embedding import Embedding, position_table
 from .model import DecoderConfig, build_block
-from .module import Cache, Module, check_ids
+from .module import Cache, ConfigDict, Module, check_ids
 from .norm import NORMS
 
 ENCODER_POSITIONS = ("learned", "sinusoidal", "rope", "none")
 
 
 @dataclass
-class EncoderConfig:
+class EncoderConfig(ConfigDict):
     """Everything that shapes an encoder. Defaults: BERT's recipe at a tiny size.
 
     ``type_vocab_size`` is the number of segments (BERT: 2; 0 means no segment
@@ -95,17 +94,6 @@ class EncoderConfig:
                              ffn_hidden=self.ffn_hidden, prenorm=self.prenorm, causal=False,
                              attn_bias=self.attn_bias, ffn_bias=self.ffn_bias, norm_eps=self.norm_eps,
                              rope_theta=self.rope_theta, init_std=self.init_std)
-
-    def to_dict(self):
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data):
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"config: unknown fields {unknown}")
-        return cls(**data)
 
 
 def check_key_mask(name, key_mask, shape):
@@ -173,11 +161,7 @@ class Encoder(Module):
         self.config = config
         d, std = config.d_model, config.init_std
         self.tokens = Embedding(config.vocab_size, d, rng, std, dtype)
-        self.positions = None
-        if config.positions == "learned":
-            self.positions = LearnedPositions(config.max_len, d, rng, std, dtype)
-        elif config.positions == "sinusoidal":
-            self.positions = SinusoidalPositions(config.max_len, d, dtype=dtype)
+        self.positions = position_table(config.positions, config.max_len, d, rng, std, dtype)
         self.segments = None
         if config.type_vocab_size:
             self.segments = Embedding(config.type_vocab_size, d, rng, std, dtype)

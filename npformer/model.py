@@ -9,18 +9,17 @@ LayerNorm, Pre-Norm, causal mask. ``DecoderConfig.gpt2(...)`` and
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from .attention import MultiHeadAttention, causal_mask, padding_mask, sliding_window_mask
 from .block import PostNormBlock, PreNormBlock
-from .embedding import Embedding, LearnedPositions, SinusoidalPositions
+from .embedding import Embedding, position_table
 from .ffn import FFN, SwiGLU
 from .kv_cache import KVCache
 from .linear import Linear
-from .module import Cache, Module, check_ids
+from .module import Cache, ConfigDict, Module, check_ids
 from .moe import MoE
 from .norm import NORMS
 from .rope import Rotary
@@ -30,7 +29,7 @@ FFNS = ("relu", "gelu", "gelu_tanh", "swiglu")
 
 
 @dataclass
-class DecoderConfig:
+class DecoderConfig(ConfigDict):
     """Everything that shapes a decoder; saved as JSON beside checkpoints."""
 
     vocab_size: int = 50
@@ -105,17 +104,6 @@ class DecoderConfig:
     @property
     def head_dim(self):
         return self.d_model // self.n_heads
-
-    def to_dict(self):
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data):
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"config: unknown fields {unknown}")
-        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -197,11 +185,7 @@ class DecoderLM(Module):
         self.config = config
         d, std = config.d_model, config.init_std
         self.tokens = Embedding(config.vocab_size, d, rng, std, dtype)
-        self.positions = None
-        if config.positions == "learned":
-            self.positions = LearnedPositions(config.max_len, d, rng, std, dtype)
-        elif config.positions == "sinusoidal":
-            self.positions = SinusoidalPositions(config.max_len, d, dtype=dtype)
+        self.positions = position_table(config.positions, config.max_len, d, rng, std, dtype)
         self.blocks = [build_block(config, rng, dtype) for _ in range(config.n_layers)]
         self.norm = NORMS[config.norm](d, config.norm_eps, dtype)
         if config.tie_embeddings:

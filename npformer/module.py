@@ -12,6 +12,7 @@ decoder layer) before their backwards, in any order.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -71,6 +72,22 @@ class Cache:
     @property
     def nbytes(self) -> int:
         return array_nbytes(self)
+
+
+class ConfigDict:
+    """For config dataclasses: ``to_dict()`` and ``from_dict()`` as plain JSON-ready dicts."""
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        """Build from a dict, refusing names the config does not know (a foreign file)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"config: unknown fields {unknown}")
+        return cls(**data)
 
 
 class Module:

@@ -12,17 +12,16 @@ each layer sends back, and the encoder runs its backward once on that sum.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from .attention import attention_backward, attention_forward, _check_mask, causal_mask, padding_mask
-from .embedding import Embedding, LearnedPositions, SinusoidalPositions
+from .embedding import Embedding, position_table
 from .encoder import Encoder, EncoderConfig, check_key_mask, check_token_ids
 from .linear import Linear
 from .model import DecoderConfig, TiedHead, build_block
-from .module import Cache, Module, Parameter, check_float
+from .module import Cache, ConfigDict, Module, Parameter, check_float
 from .norm import NORMS
 
 
@@ -166,7 +165,7 @@ SEQ2SEQ_POSITIONS = ("learned", "sinusoidal", "rope", "none")
 
 
 @dataclass
-class Seq2SeqConfig:
+class Seq2SeqConfig(ConfigDict):
     """Everything that shapes an encoder-decoder. Defaults: a tiny Pre-Norm model.
 
     ``vocab_size`` is the target vocabulary (and the source one unless
@@ -253,17 +252,6 @@ class Seq2SeqConfig:
                              norm_eps=self.norm_eps, rope_theta=self.rope_theta,
                              init_std=self.init_std)
 
-    def to_dict(self):
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data):
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"config: unknown fields {unknown}")
-        return cls(**data)
-
 
 def build_decoder_block(config, rng, dtype):
     """A decoder layer: ``build_block``'s self-attention, FFN and norms, plus cross-attention."""
@@ -328,11 +316,7 @@ class EncoderDecoder(Module):
             self.tokens = self.encoder.tokens                  # the same Parameter, two readers
         else:
             self.tokens = Embedding(config.vocab_size, d, rng, std, dtype)
-        self.positions = None
-        if config.positions == "learned":
-            self.positions = LearnedPositions(config.max_len, d, rng, std, dtype)
-        elif config.positions == "sinusoidal":
-            self.positions = SinusoidalPositions(config.max_len, d, dtype=dtype)
+        self.positions = position_table(config.positions, config.max_len, d, rng, std, dtype)
         norm = NORMS[config.norm]
         self.embed_norm = norm(d, config.norm_eps, dtype) if config.embed_norm else None
         self.blocks = [build_decoder_block(config, rng, dtype) for _ in range(config.n_decoder_layers)]
