@@ -2,6 +2,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from npformer.cli import main
 from npformer.tour import tour
 
@@ -26,6 +28,7 @@ def test_tour_rejects_bad_heads(capsys):
     assert "--heads: width 8 must be divisible" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_gradcheck_command_passes_every_component():
     result = subprocess.run([sys.executable, "-m", "npformer.cli", "gradcheck"],
                             capture_output=True, text=True)
