@@ -40,4 +40,5 @@ from .optim import SGD, AdamW, clip_grad_norm, warmup_cosine  # noqa: E402
 from .tokenizer import ByteTokenizer, CharTokenizer  # noqa: E402
 from .train import TrainConfig, TrainingDiverged  # noqa: E402
 # long context: blockwise (flash) attention
+from .flash_attention import flash_attention_backward, flash_attention_forward  # noqa: E402
 # interop: Hugging Face import/export, pretrained MiniLM

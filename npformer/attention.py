@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .functional import SoftmaxCache, softmax_backward, softmax_forward
+from .flash_attention import flash_attention_backward, flash_attention_forward
+from .functional import softmax_inplace
 from .linear import Linear
 from .module import Cache, Module, check_float
 
@@ -113,12 +114,15 @@ def attention_forward(q, k, v, mask=None, scale=None):
     mask = _check_mask(mask, (B, H, N, M))
     scale = 1.0 / np.sqrt(D) if scale is None else scale
     G = H // H_kv
-    grouped = q.reshape(B, H_kv, G * N, D)
+    # Scaling q (N x D) instead of the scores (N x M) is the same product, fewer multiplications.
+    grouped = (q * q.dtype.type(scale)).reshape(B, H_kv, G * N, D)
     scores = grouped @ k.swapaxes(-1, -2)                   # [B, H_kv, G*N, M]
-    scores *= q.dtype.type(scale)
-    weights, _ = softmax_forward(scores.reshape(B, H, N, M), mask=mask)   # [B, H, N, M]
-    out = weights.reshape(B, H_kv, G * N, M) @ v            # [B, H_kv, G*N, Dv]
-    return out.reshape(B, H, N, -1), AttentionCache(q, k, v, weights, scale)
+    weights = scores.reshape(B, H, N, M)                    # the same memory, one table
+    if mask is not None:
+        np.copyto(weights, q.dtype.type(-np.inf), where=~mask)
+    softmax_inplace(weights)                                # scores become the weights
+    out = (weights.reshape(B, H_kv, G * N, M) @ v).reshape(B, H, N, -1)   # [B, H, N, Dv]
+    return out, AttentionCache(q, k, v, weights, scale)
 
 
 def attention_backward(d_out, cache):
@@ -130,12 +134,16 @@ def attention_backward(d_out, cache):
     d_out_g = d_out.reshape(B, H_kv, G * N, -1)
     weights_g = weights.reshape(B, H_kv, G * N, M)
     dv = weights_g.swapaxes(-1, -2) @ d_out_g                # [B, H_kv, M, Dv]
-    d_weights = d_out_g @ v.swapaxes(-1, -2)                 # [B, H_kv, G*N, M]
-    d_scores = softmax_backward(d_weights.reshape(B, H, N, M), SoftmaxCache(weights, -1))
-    d_scores *= q.dtype.type(cache.scale)
-    d_scores = d_scores.reshape(B, H_kv, G * N, M)
+    d_scores = d_out_g @ v.swapaxes(-1, -2)                  # d_weights [B, H_kv, G*N, M]
+    # softmax backward, in place: ds_j = w_j (dw_j - sum_k dw_k w_k)
+    row_dot = np.einsum("...j,...j->...", d_scores, weights_g)[..., None]   # [B, H_kv, G*N, 1]
+    d_scores -= row_dot
+    d_scores *= weights_g                                   # d(scores), before the scale
+    scale = q.dtype.type(cache.scale)
     dq = (d_scores @ k).reshape(B, H, N, D)
+    dq *= scale
     dk = d_scores.swapaxes(-1, -2) @ q.reshape(B, H_kv, G * N, D)   # [B, H_kv, M, D]
+    dk *= scale
     return dq, dk, dv
 
 
@@ -151,7 +159,7 @@ class MultiHeadCache(Cache):
     qkv: Cache
     q_rope: Cache | None
     k_rope: Cache | None
-    attn: AttentionCache
+    attn: Cache          # AttentionCache, or FlashAttentionCache with attention="flash"
     out: Cache
     cached_decode: bool
 
@@ -168,10 +176,14 @@ class MultiHeadAttention(Module):
     ``out`` is Wo. ``rope`` (a ``Rotary``) rotates Q and K at their positions.
     ``window`` limits reading to the last ``window`` keys when decoding with a
     KV cache (the mask passed in must already encode it for full sequences).
+    ``attention="flash"`` computes the same thing blockwise (``flash_attention``):
+    no [B, H, N, M] score table is kept, only a log-sum-exp per query.
     """
 
+    ATTENTIONS = ("plain", "flash")
+
     def __init__(self, d, n_heads, n_kv_heads=None, bias=False, rope=None, window=None,
-                 rng=None, dtype=np.float32, out_std=None):
+                 rng=None, dtype=np.float32, out_std=None, attention="plain"):
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if n_heads < 1 or d % n_heads:
             raise ValueError(f"n_heads: width d={d} must be divisible by the number of heads, "
@@ -181,8 +193,10 @@ class MultiHeadAttention(Module):
                              f"got n_kv_heads={n_kv_heads}")
         if window is not None and (not isinstance(window, (int, np.integer)) or window < 1):
             raise ValueError(f"window: expected an integer >= 1 or None, got {window!r}")
+        if attention not in self.ATTENTIONS:
+            raise ValueError(f"attention: expected one of {self.ATTENTIONS}, got {attention!r}")
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d // n_heads
-        self.window = window
+        self.window, self.attention = window, attention
         self.qkv = Linear(d, (n_heads + 2 * n_kv_heads) * self.head_dim, bias, rng, dtype=dtype)
         self.out = Linear(d, d, bias, rng, std=out_std, dtype=dtype)
         self.rope = rope
@@ -213,7 +227,10 @@ class MultiHeadAttention(Module):
                 k, v = k[:, :, first:], v[:, :, first:]
                 if mask is not None:
                     mask = mask[..., first:]
-        mixed, attn_cache = attention_forward(q, k, v, mask)          # [B, H, N, D]
+        if self.attention == "flash":
+            mixed, attn_cache = flash_attention_forward(q, k, v, mask)    # [B, H, N, D]
+        else:
+            mixed, attn_cache = attention_forward(q, k, v, mask)          # [B, H, N, D]
         merged = mixed.transpose(0, 2, 1, 3).reshape(B, N, -1)       # [B, N, H*D]
         y, out_cache = self.out.forward(merged)
         return y, MultiHeadCache(qkv_cache, q_rope, k_rope, attn_cache, out_cache, kv is not None)
@@ -226,7 +243,10 @@ class MultiHeadAttention(Module):
         B, N, _ = d_merged.shape
         H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
         d_mixed = d_merged.reshape(B, N, H, D).transpose(0, 2, 1, 3)
-        dq, dk, dv = attention_backward(d_mixed, cache.attn)
+        if self.attention == "flash":
+            dq, dk, dv = flash_attention_backward(d_mixed, cache.attn)
+        else:
+            dq, dk, dv = attention_backward(d_mixed, cache.attn)
         if self.rope is not None:
             dq = self.rope.backward(dq, cache.q_rope)
             dk = self.rope.backward(dk, cache.k_rope)

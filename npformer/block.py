@@ -32,11 +32,17 @@ class PreNormBlock(Module):
         h = x + attended                                    # residual 1
         f, norm2 = self.norm2.forward(h)
         fed, ffn = self.ffn.forward(f)
-        return h + fed, BlockCache(norm1, attn, norm2, ffn)  # residual 2
+        h += fed                                            # residual 2 (h is ours: in place)
+        return h, BlockCache(norm1, attn, norm2, ffn)
 
     def backward(self, d_y, cache):
-        d_h = d_y + self.norm2.backward(self.ffn.backward(d_y, cache.ffn), cache.norm2)
-        return d_h + self.norm1.backward(self.attn.backward(d_h, cache.attn), cache.norm1)
+        # Each residual adds the incoming gradient to the branch's input gradient
+        # (a norm's backward returns a fresh array, so adding in place is safe).
+        d_h = self.norm2.backward(self.ffn.backward(d_y, cache.ffn), cache.norm2)
+        d_h += d_y
+        d_x = self.norm1.backward(self.attn.backward(d_h, cache.attn), cache.norm1)
+        d_x += d_h
+        return d_x
 
 
 class PostNormBlock(PreNormBlock):

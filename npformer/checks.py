@@ -209,4 +209,4 @@ def _(rng, size):
 
 
 # Cases of later components register themselves in these modules.
-from . import checks_backbones, checks_variants  # noqa: E402,F401
+from . import checks_backbones, checks_flash, checks_variants  # noqa: E402,F401

@@ -29,7 +29,9 @@ class Linear(Module):
         check_float("x", x, self.weight.dtype)
         if x.shape[-1] != self.weight.shape[0]:
             raise ValueError(f"x: expected last dimension {self.weight.shape[0]}, got shape {x.shape}")
-        y = x @ self.weight.data                                  # [..., d_out]
+        d_in, d_out = self.weight.shape
+        # One [rows, d_in] @ [d_in, d_out] GEMM (a 3-d matmul would run one GEMM per batch row).
+        y = (x.reshape(-1, d_in) @ self.weight.data).reshape(x.shape[:-1] + (d_out,))
         if self.bias is not None:
             y += self.bias.data
         return y, LinearCache(x)
@@ -41,4 +43,4 @@ class Linear(Module):
         self.weight.grad += x2.T @ dy2                            # dW = x^T dy
         if self.bias is not None:
             self.bias.grad += np.ones(len(dy2), dy2.dtype) @ dy2  # db = sum over rows
-        return d_y @ self.weight.data.T                           # dx = dy W^T
+        return (dy2 @ self.weight.data.T).reshape(x.shape)       # dx = dy W^T

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .functional import log_softmax_forward
 from .module import Cache
 
 IGNORE_INDEX = -100
@@ -37,19 +36,24 @@ def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
     counted = targets != ignore_index
     if ((targets[counted] < 0) | (targets[counted] >= V)).any():
         raise ValueError(f"targets: expected ids in [0, {V}) or ignore_index {ignore_index}")
-    logp, lsm = log_softmax_forward(logits)
+    # -log softmax(x)[t] = log sum_j exp(x_j - max) - (x_t - max); probs kept for backward.
     safe = np.where(counted, targets, 0)
-    picked = np.take_along_axis(logp, safe[..., None], axis=-1)[..., 0]
+    probs = logits - np.max(logits, axis=-1, keepdims=True)          # shifted, [..., V]
+    picked = np.take_along_axis(probs, safe[..., None], axis=-1)[..., 0]
+    np.exp(probs, out=probs)
+    total = np.sum(probs, axis=-1, keepdims=True)
+    probs /= total                                                   # softmax, in place
     count = int(counted.sum())
-    loss = -(picked * counted).sum() / max(count, 1)
-    return logits.dtype.type(loss), CrossEntropyCache(lsm.probs, safe, counted, count)
+    loss = ((np.log(total[..., 0]) - picked) * counted).sum() / max(count, 1)
+    return logits.dtype.type(loss), CrossEntropyCache(probs, safe, counted, count)
 
 
 def cross_entropy_backward(d_loss, cache):
-    d_logits = cache.probs.copy()
-    np.put_along_axis(d_logits, cache.targets[..., None],
-                      np.take_along_axis(d_logits, cache.targets[..., None], axis=-1) - 1, axis=-1)
-    d_logits *= (cache.counted * (d_loss / max(cache.count, 1)))[..., None].astype(d_logits.dtype)
+    # d logits = (probs - onehot(target)) * d_loss / count, zero rows where ignored
+    weight = (cache.counted * (d_loss / max(cache.count, 1))).astype(cache.probs.dtype)
+    d_logits = cache.probs * weight[..., None]
+    rows = d_logits.reshape(-1, d_logits.shape[-1])                  # a view, [B*N, V]
+    rows[np.arange(len(rows)), cache.targets.reshape(-1)] -= weight.reshape(-1)   # one per row
     return d_logits, None
 
 

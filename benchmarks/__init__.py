@@ -1,0 +1,1 @@
+"""Benchmarks of npformer against PyTorch CPU eager: ``python -m benchmarks`` (see run.py)."""

@@ -1,0 +1,234 @@
+"""Blockwise attention with an online softmax (the FlashAttention recurrence), forward and backward.
+
+Plain attention builds the whole [B, H, N, M] score table. Here the keys are read
+one block of ``block_size`` at a time, and each query row keeps a running maximum
+m, a running denominator l and a running weighted sum acc. When a new block of
+scores s arrives:
+
+    m_new = max(m, max_j s_j)
+    l     = l * exp(m - m_new) + sum_j exp(s_j - m_new)
+    acc   = acc * exp(m - m_new) + sum_j exp(s_j - m_new) v_j
+    out   = acc / l                       (after the last block)
+
+which is exactly softmax(s) V, without ever holding more than one block of scores.
+Backward keeps only the log-sum-exp per row, lse = m + log l, and recomputes each
+block's weights as p = exp(s - lse). With D_i = sum_d dout_id out_id (equal to
+sum_j dp_ij p_ij, so a reduction over the head width instead of over the keys):
+
+    dV += p^T dout,   dp = dout V^T,   ds = p (dp - D) scale,   dQ += ds K,   dK += ds^T Q
+
+Memory is linear in the length: the queries, outputs, lse and one [N, block] tile.
+The Python loop runs over key blocks (N / block_size of them), never over positions.
+Masks: ``causal=True`` and ``window`` are computed per block from positions (no [N, M]
+table); a boolean ``mask`` broadcasting to [B, H, N, M] may be given as well
+(a padding mask [B, 1, 1, M] costs nothing; a full [N, M] table defeats the purpose).
+Grouped-query attention: query head h reads key/value head h // (H / H_kv).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .module import Cache
+
+
+@dataclass(frozen=True)
+class FlashAttentionCache(Cache):
+    q: np.ndarray          # [B, H, N, D]
+    k: np.ndarray          # [B, H_kv, M, D]
+    v: np.ndarray          # [B, H_kv, M, Dv]
+    out: np.ndarray        # [B, H, N, Dv]
+    lse: np.ndarray        # [B, H, N], log sum exp of each row's scores (-inf: nothing readable)
+    mask: np.ndarray | None
+    scale: float
+    causal: bool
+    window: int | None
+    block_size: int
+
+    @property
+    def weights(self):
+        """The [B, H, N, M] attention weights, recomputed from lse (for inspection only)."""
+        q, k = self.q, self.k
+        B, H, N, D = q.shape
+        H_kv, M = k.shape[1], k.shape[2]
+        rows = _grouped(q, H_kv)                                       # [B, H_kv, N*G, D]
+        scores = (rows @ k.swapaxes(-1, -2)) * q.dtype.type(self.scale)
+        allowed = _block_allowed(self, 0, N, 0, M, H // H_kv)
+        if allowed is not None:
+            np.copyto(scores, -np.inf, where=~allowed)
+        lse = _grouped(self.lse[..., None], H_kv)                       # [B, H_kv, N*G, 1]
+        weights = np.exp(scores - np.where(np.isfinite(lse), lse, 0))   # masked: exp(-inf) = 0
+        return _ungrouped(weights, H)
+
+
+# -- layout helpers ------------------------------------------------------------------------
+def _grouped(x, H_kv):
+    """[B, H, N, F] -> [B, H_kv, N*G, F], row n*G + g = query head g of group, position n.
+
+    Position-major rows make "the queries at positions r0..r1" one contiguous
+    slice [r0*G : r1*G], and each group reads its shared K/V head by a plain matmul.
+    """
+    B, H, N, F = x.shape
+    G = H // H_kv
+    return np.ascontiguousarray(x.reshape(B, H_kv, G, N, F).swapaxes(2, 3)).reshape(B, H_kv, N * G, F)
+
+
+def _ungrouped(x, H):
+    """The inverse of ``_grouped``: [B, H_kv, N*G, F] -> [B, H, N, F]."""
+    B, H_kv, NG, F = x.shape
+    G = H // H_kv
+    return np.ascontiguousarray(x.reshape(B, H_kv, NG // G, G, F).swapaxes(2, 3)).reshape(B, H, NG // G, F)
+
+
+def _query_range(c, j0, j1, N, M):
+    """Positions r0..r1 of the queries that can read any key in j0..j1 (causal / window)."""
+    offset = M - N                                  # queries are the last N of M positions
+    r0, r1 = 0, N
+    if c.causal or c.window is not None:
+        r0 = max(0, j0 - offset)
+    if c.window is not None:
+        r1 = min(N, j1 - 1 + c.window - offset)
+    return r0, max(r0, r1)
+
+
+def _block_allowed(c, r0, r1, j0, j1, G):
+    """Boolean [B or 1, H_kv or 1, (r1-r0)*G, j1-j0] "may read" table of one tile, or None (all True)."""
+    N, M = c.q.shape[2], c.k.shape[2]
+    allowed = None
+    if c.causal or c.window is not None:
+        query_pos = np.repeat(np.arange(r0, r1) + (M - N), G)[:, None]     # [(r1-r0)*G, 1]
+        key_pos = np.arange(j0, j1)[None, :]
+        allowed = key_pos <= query_pos
+        if c.window is not None:
+            allowed &= key_pos > query_pos - c.window
+        allowed = None if allowed.all() else allowed
+    if c.mask is not None:
+        B, H = c.q.shape[:2]
+        H_kv = c.k.shape[1]
+        tile = np.broadcast_to(c.mask, (B, H, N, M))[:, :, r0:r1, j0:j1]
+        tile = _grouped(tile, H_kv)                                         # [B, H_kv, rows, cols]
+        allowed = tile if allowed is None else allowed & tile
+    return allowed
+
+
+def _check(q, k, v, mask, window, block_size):
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise ValueError(f"q, k, v: expected [B, H, N, D] arrays, got shapes {q.shape}, {k.shape}, {v.shape}")
+    B, H, N, D = q.shape
+    H_kv, M = k.shape[1], k.shape[2]
+    if H % H_kv:
+        raise ValueError(f"k: query heads {H} must be a multiple of key/value heads {H_kv}")
+    if k.shape[:1] + k.shape[3:] != (B, D) or v.shape[:3] != k.shape[:3]:
+        raise ValueError(f"q, k, v: incompatible shapes {q.shape}, {k.shape}, {v.shape}")
+    if not isinstance(block_size, (int, np.integer)) or block_size < 1:
+        raise ValueError(f"block_size: expected an integer >= 1, got {block_size!r}")
+    if window is not None and (not isinstance(window, (int, np.integer)) or window < 1):
+        raise ValueError(f"window: expected an integer >= 1 or None, got {window!r}")
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.dtype != bool:
+            raise TypeError(f"mask: expected a boolean array (True = may read), got dtype {mask.dtype}")
+        try:
+            ok = np.broadcast_shapes(mask.shape, (B, H, N, M)) == (B, H, N, M)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"mask: expected a shape that broadcasts to the scores {(B, H, N, M)}, "
+                             f"got {mask.shape}")
+    return mask
+
+
+# -- forward --------------------------------------------------------------------------------
+def flash_attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None, block_size=128):
+    """q [B, H, N, D], k [B, H_kv, M, D], v [B, H_kv, M, Dv] -> out [B, H, N, Dv], equal to
+    ``attention_forward`` with the same masking, computed ``block_size`` keys at a time.
+
+    ``causal``: query i (the last N of M positions) reads keys j <= its position, as
+    ``causal_mask(N, M)``; ``window``: also at most the ``window`` most recent keys, as
+    ``sliding_window_mask``; ``mask``: any further boolean mask (True = may read).
+    A row with no readable key gets a zero output. ``scale`` defaults to 1/sqrt(D).
+    The cache keeps ``out`` itself (backward reads it): do not modify it in place.
+    """
+    mask = _check(q, k, v, mask, window, block_size)
+    B, H, N, D = q.shape
+    H_kv, M, Dv = k.shape[1], k.shape[2], v.shape[3]
+    G = H // H_kv
+    dtype = q.dtype
+    scale = float(1.0 / np.sqrt(D) if scale is None else scale)
+    # The masking settings for the tile helpers (out and lse are only known at the end).
+    c = FlashAttentionCache(q, k, v, None, None, mask, scale, bool(causal), window, int(block_size))
+    rows = _grouped(q, H_kv)                                  # [B, H_kv, N*G, D]
+    running_max = np.full((B, H_kv, N * G, 1), -np.inf, dtype)
+    total = np.zeros((B, H_kv, N * G, 1), dtype)              # l: running denominator
+    acc = np.zeros((B, H_kv, N * G, Dv), dtype)               # running sum of weights @ V
+    for j0 in range(0, M, block_size):
+        j1 = min(M, j0 + block_size)
+        r0, r1 = _query_range(c, j0, j1, N, M)
+        if r0 >= r1:
+            continue
+        sl = slice(r0 * G, r1 * G)
+        scores = rows[:, :, sl] @ k[:, :, j0:j1].swapaxes(-1, -2)   # [B, H_kv, R, bk]
+        scores *= dtype.type(scale)
+        allowed = _block_allowed(c, r0, r1, j0, j1, G)
+        if allowed is not None:
+            np.copyto(scores, -np.inf, where=~allowed)
+        block_max = scores.max(axis=-1, keepdims=True)
+        new_max = np.maximum(running_max[:, :, sl], block_max)
+        safe_max = np.where(np.isfinite(new_max), new_max, 0).astype(dtype, copy=False)
+        scores -= safe_max
+        weights = np.exp(scores, out=scores)                  # unnormalised, in place
+        rescale = np.exp(running_max[:, :, sl] - safe_max)    # exp(m - m_new); 0 when m = -inf
+        total[:, :, sl] *= rescale
+        total[:, :, sl] += weights.sum(axis=-1, keepdims=True)
+        acc[:, :, sl] *= rescale
+        acc[:, :, sl] += weights @ v[:, :, j0:j1]
+        running_max[:, :, sl] = new_max
+    readable = total > 0
+    acc /= np.where(readable, total, 1)
+    with np.errstate(divide="ignore"):
+        lse = np.where(readable, running_max + np.log(np.where(readable, total, 1)), -np.inf)
+    out = _ungrouped(acc, H)                                   # [B, H, N, Dv]
+    lse = _ungrouped(lse.astype(dtype, copy=False), H)[..., 0]  # [B, H, N]
+    return out, FlashAttentionCache(q, k, v, out, lse, mask, scale, bool(causal), window, int(block_size))
+
+
+# -- backward --------------------------------------------------------------------------------
+def flash_attention_backward(d_out, cache):
+    """-> (dq, dk, dv), recomputing each block's weights from the stored log-sum-exp."""
+    c = cache
+    q, k, v = c.q, c.k, c.v
+    B, H, N, D = q.shape
+    H_kv, M = k.shape[1], k.shape[2]
+    G = H // H_kv
+    dtype = q.dtype
+    scale = dtype.type(c.scale)
+    rows = _grouped(q, H_kv)                                   # [B, H_kv, N*G, D]
+    d_rows = _grouped(d_out, H_kv)                             # [B, H_kv, N*G, Dv]
+    lse = _grouped(c.lse[..., None], H_kv)                     # [B, H_kv, N*G, 1]
+    lse = np.where(np.isfinite(lse), lse, np.inf).astype(dtype, copy=False)   # unreadable row: p = 0
+    # D_i = sum_j dp_ij p_ij = sum_d dout_id out_id: one reduction over the head width.
+    delta = np.sum(d_rows * _grouped(c.out, H_kv), axis=-1, keepdims=True)   # [B, H_kv, N*G, 1]
+    dq = np.zeros_like(rows)
+    dk, dv = np.zeros_like(k), np.zeros_like(v)
+    for j0 in range(0, M, c.block_size):
+        j1 = min(M, j0 + c.block_size)
+        r0, r1 = _query_range(c, j0, j1, N, M)
+        if r0 >= r1:
+            continue
+        sl = slice(r0 * G, r1 * G)
+        scores = rows[:, :, sl] @ k[:, :, j0:j1].swapaxes(-1, -2)            # [B, H_kv, R, bk]
+        scores *= scale
+        allowed = _block_allowed(c, r0, r1, j0, j1, G)
+        if allowed is not None:
+            np.copyto(scores, -np.inf, where=~allowed)
+        scores -= lse[:, :, sl]
+        weights = np.exp(scores, out=scores)                                  # p, in place
+        dv[:, :, j0:j1] += weights.swapaxes(-1, -2) @ d_rows[:, :, sl]
+        d_scores = d_rows[:, :, sl] @ v[:, :, j0:j1].swapaxes(-1, -2)         # dp
+        d_scores -= delta[:, :, sl]
+        d_scores *= weights
+        d_scores *= scale                                                     # ds
+        dq[:, :, sl] += d_scores @ k[:, :, j0:j1]
+        dk[:, :, j0:j1] += d_scores.swapaxes(-1, -2) @ rows[:, :, sl]
+    return _ungrouped(dq, H), dk, dv
