@@ -118,12 +118,15 @@ class TiedHead(Module):
         self.weight = embedding.weight
 
     def forward(self, x):
-        return x @ self.weight.data.T, TiedHeadCache(x)
+        V, d = self.weight.shape
+        logits = x.reshape(-1, d) @ self.weight.data.T            # one 2-D GEMM: [B*N, V]
+        return logits.reshape(x.shape[:-1] + (V,)), TiedHeadCache(x)
 
     def backward(self, d_logits, cache):
         V, d = self.weight.shape
-        self.weight.grad += d_logits.reshape(-1, V).T @ cache.x.reshape(-1, d)
-        return d_logits @ self.weight.data
+        d_rows = d_logits.reshape(-1, V)                           # [B*N, V]
+        self.weight.grad += d_rows.T @ cache.x.reshape(-1, d)      # dE = dlogits^T x
+        return (d_rows @ self.weight.data).reshape(cache.x.shape)  # dx = dlogits E
 
 
 @dataclass(frozen=True)

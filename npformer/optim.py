@@ -123,7 +123,7 @@ class SGD(Optimizer):
             raise ValueError(f"momentum: expected a number in [0, 1), got {momentum!r}")
         self.momentum = float(momentum)
         self.velocity = {name: np.zeros_like(p.data) for name, p in self.named}
-        self._scratch = {name: np.empty_like(p.data) for name, p in self.named}
+        self._scratch = _shared_scratch(self.named)
 
     def _buffers(self):
         return {"velocity": self.velocity}
@@ -136,6 +136,19 @@ class SGD(Optimizer):
             buf += p.grad
             step = np.multiply(buf, p.dtype.type(self.lr), out=self._scratch[name])
             p.data -= step
+
+
+def _shared_scratch(named):
+    """{name: [shape] view} into one buffer as large as the largest parameter.
+
+    One temporary serves every parameter in turn (steps run one parameter at a
+    time), instead of a second copy of the whole model.
+    """
+    largest = {}
+    for _, p in named:
+        largest[p.dtype] = max(largest.get(p.dtype, 0), p.data.size)
+    buffers = {dtype: np.empty(size, dtype) for dtype, size in largest.items()}
+    return {name: buffers[p.dtype][:p.data.size].reshape(p.shape) for name, p in named}
 
 
 class AdamW(Optimizer):
@@ -166,7 +179,7 @@ class AdamW(Optimizer):
         self.decayed = {name: name not in skip for name, _ in self.named}
         self.exp_avg = {name: np.zeros_like(p.data) for name, p in self.named}     # m
         self.exp_avg_sq = {name: np.zeros_like(p.data) for name, p in self.named}  # v
-        self._scratch = {name: np.empty_like(p.data) for name, p in self.named}
+        self._scratch = _shared_scratch(self.named)
 
     def _buffers(self):
         return {"exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq}
