@@ -83,7 +83,20 @@ class AttentionCache(Cache):
     scale: float
 
 
-def _check_mask(mask, shape):
+def check_heads(d, n_heads, n_kv_heads=None):
+    """Validate a head layout; returns n_kv_heads (None means one K/V head per query head)."""
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if n_heads < 1 or d % n_heads:
+        raise ValueError(f"n_heads: width d={d} must be divisible by the number of heads, "
+                         f"got n_heads={n_heads}")
+    if n_kv_heads < 1 or n_heads % n_kv_heads:
+        raise ValueError(f"n_kv_heads: n_heads={n_heads} must be divisible by n_kv_heads, "
+                         f"got n_kv_heads={n_kv_heads}")
+    return n_kv_heads
+
+
+def check_mask(mask, shape):
+    """None, or a boolean mask that broadcasts to ``shape``; else an error naming ``mask``."""
     if mask is None:
         return None
     mask = np.asarray(mask)
@@ -111,7 +124,7 @@ def attention_forward(q, k, v, mask=None, scale=None):
         raise ValueError(f"k: query heads {H} must be a multiple of key/value heads {H_kv}")
     if k.shape[:1] + k.shape[3:] != (B, D) or v.shape[:3] != k.shape[:3]:
         raise ValueError(f"q, k, v: incompatible shapes {q.shape}, {k.shape}, {v.shape}")
-    mask = _check_mask(mask, (B, H, N, M))
+    mask = check_mask(mask, (B, H, N, M))
     scale = 1.0 / np.sqrt(D) if scale is None else scale
     G = H // H_kv
     # Scaling q (N x D) instead of the scores (N x M) is the same product, fewer multiplications.
@@ -184,13 +197,7 @@ class MultiHeadAttention(Module):
 
     def __init__(self, d, n_heads, n_kv_heads=None, bias=False, rope=None, window=None,
                  rng=None, dtype=np.float32, out_std=None, attention="plain"):
-        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        if n_heads < 1 or d % n_heads:
-            raise ValueError(f"n_heads: width d={d} must be divisible by the number of heads, "
-                             f"got n_heads={n_heads}")
-        if n_kv_heads < 1 or n_heads % n_kv_heads:
-            raise ValueError(f"n_kv_heads: n_heads={n_heads} must be divisible by n_kv_heads, "
-                             f"got n_kv_heads={n_kv_heads}")
+        n_kv_heads = check_heads(d, n_heads, n_kv_heads)
         if window is not None and (not isinstance(window, (int, np.integer)) or window < 1):
             raise ValueError(f"window: expected an integer >= 1 or None, got {window!r}")
         if attention not in self.ATTENTIONS:

@@ -72,10 +72,7 @@ class EncoderConfig(ConfigDict):
         self.validate()
 
     def validate(self):
-        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+        self.check_positive("vocab_size", "d_model", "n_heads", "n_layers", "max_len")
         if not isinstance(self.type_vocab_size, (int, np.integer)) or self.type_vocab_size < 0:
             raise ValueError(f"type_vocab_size: expected an integer >= 0, got {self.type_vocab_size!r}")
         if self.positions not in ENCODER_POSITIONS:

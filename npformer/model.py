@@ -78,10 +78,7 @@ class DecoderConfig(ConfigDict):
         self.validate()
 
     def validate(self):
-        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+        self.check_positive("vocab_size", "d_model", "n_heads", "n_layers", "max_len")
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads: d_model={self.d_model} must be divisible by n_heads, "
                              f"got n_heads={self.n_heads}")

@@ -89,6 +89,13 @@ class ConfigDict:
             raise ValueError(f"config: unknown fields {unknown}")
         return cls(**data)
 
+    def check_positive(self, *names):
+        """ValueError naming the first field that is not a positive integer."""
+        for name in names:
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+
 
 class Module:
     """Base class: parameters and sub-modules are found by walking attributes.

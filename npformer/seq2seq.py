@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import attention_backward, attention_forward, _check_mask, causal_mask, padding_mask
+from .attention import (attention_backward, attention_forward, causal_mask, check_heads, check_mask,
+                        padding_mask)
 from .embedding import Embedding, position_table
 from .encoder import Encoder, EncoderConfig, check_key_mask, check_token_ids
 from .linear import Linear
@@ -50,13 +51,7 @@ class CrossAttention(Module):
 
     def __init__(self, d, n_heads, n_kv_heads=None, d_memory=None, bias=False, rng=None,
                  dtype=np.float32, out_std=None):
-        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        if n_heads < 1 or d % n_heads:
-            raise ValueError(f"n_heads: width d={d} must be divisible by the number of heads, "
-                             f"got n_heads={n_heads}")
-        if n_kv_heads < 1 or n_heads % n_kv_heads:
-            raise ValueError(f"n_kv_heads: n_heads={n_heads} must be divisible by n_kv_heads, "
-                             f"got n_kv_heads={n_kv_heads}")
+        n_kv_heads = check_heads(d, n_heads, n_kv_heads)
         d_memory = d if d_memory is None else d_memory
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d // n_heads
         self.q = Linear(d, d, bias, rng, dtype=dtype)
@@ -71,7 +66,7 @@ class CrossAttention(Module):
         B, N, _ = x.shape
         M = memory.shape[1]
         H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
-        mask = _check_mask(mask, (B, H, N, M))
+        mask = check_mask(mask, (B, H, N, M))
         q_flat, q_cache = self.q.forward(x)                                # [B, N, H*D]
         kv_flat, kv_cache = self.kv.forward(memory)                        # [B, M, 2*H_kv*D]
         q = q_flat.reshape(B, N, H, D).transpose(0, 2, 1, 3)               # [B, H, N, D]
@@ -214,10 +209,7 @@ class Seq2SeqConfig(ConfigDict):
         self.validate()
 
     def validate(self):
-        for name in ("vocab_size", "n_decoder_layers"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+        self.check_positive("vocab_size", "n_decoder_layers")
         if self.positions not in SEQ2SEQ_POSITIONS:
             raise ValueError(f"positions: expected one of {SEQ2SEQ_POSITIONS}, got {self.positions!r}")
         if self.share_embeddings and self.src_vocab_size not in (None, self.vocab_size):
