@@ -60,6 +60,7 @@ def write_npz(path, arrays):
 
 # -- reading with clear errors ----------------------------------------------------------
 def read_json(path):
+    """Parsed JSON of ``path``; CheckpointError for a missing, truncated or non-JSON file."""
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -155,6 +156,7 @@ def load_model(directory):
 
 
 def load_tokenizer(directory):
+    """The tokenizer saved in a checkpoint directory."""
     _check_dir(directory)
     path = os.path.join(directory, "tokenizer.json")
     try:

@@ -27,10 +27,12 @@ def run_all(sizes=(0, 1, 2), tol=1e-6, out=print):
 
 
 def add_arguments(parser):
+    """Options of ``npformer gradcheck``."""
     parser.add_argument("--tol", type=float, default=1e-6, help="largest relative error allowed")
 
 
 def run(args):
+    """Run ``npformer gradcheck``; 1 if any component fails."""
     worst = run_all(tol=args.tol)
     failed = [n for n, e in worst.items() if e > args.tol] + missing_cases()
     print(f"{len(worst) - len(failed)} of {len(worst)} components within {args.tol:.0e}"

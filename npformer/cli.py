@@ -36,6 +36,7 @@ def _load(name):
 
 
 def main(argv=None):
+    """Parse ``argv`` and run one sub-command; returns the exit code."""
     parser = argparse.ArgumentParser(prog="npformer", description="A Transformer in NumPy, "
                                      "every backward written by hand and checked.")
     sub = parser.add_subparsers(dest="command", required=True)

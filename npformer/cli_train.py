@@ -111,6 +111,7 @@ def _answer_attention(model, tokenizer, prompt):
 
 # -- demo -----------------------------------------------------------------------------------
 def demo_add_arguments(parser):
+    """Options of ``npformer demo``."""
     _add_run_arguments(parser, DEMO_STEPS, 3e-3, 32)
     parser.add_argument("--out", metavar="DIR", default=None,
                         help="also save the trained model there (for npformer generate)")
@@ -215,6 +216,7 @@ def _demo(args, out):
 
 # -- train ---------------------------------------------------------------------------------
 def train_add_arguments(parser):
+    """Options of ``npformer train``."""
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--data", choices=BUILTIN, default=None,
                         help="built-in data: aftersales (default), reverse (digit strings), add (sums)")
@@ -381,6 +383,7 @@ def _train(args, out):
 
 # -- generate ------------------------------------------------------------------------------
 def generate_add_arguments(parser):
+    """Options of ``npformer generate``."""
     parser.add_argument("checkpoint", help="checkpoint directory written by npformer train/demo")
     parser.add_argument("--prompt", action="append", required=True,
                         help="text to continue (repeat for a batch)")
@@ -393,6 +396,7 @@ def generate_add_arguments(parser):
 
 
 def generate_run(args, out=print):
+    """Run ``npformer generate``; exit code."""
     from .checkpoint import CheckpointError, load_checkpoint
     from .generate import generate
 

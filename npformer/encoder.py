@@ -72,6 +72,7 @@ class EncoderConfig(ConfigDict):
         self.validate()
 
     def validate(self):
+        """ValueError naming the first field the encoder cannot build."""
         self.check_positive("vocab_size", "d_model", "n_heads", "n_layers", "max_len")
         if not isinstance(self.type_vocab_size, (int, np.integer)) or self.type_vocab_size < 0:
             raise ValueError(f"type_vocab_size: expected an integer >= 0, got {self.type_vocab_size!r}")
@@ -266,6 +267,7 @@ def mean_pool_forward(states, key_mask=None):
 
 
 def mean_pool_backward(d_pooled, cache):
+    """d_states [B, N, d] from d_pooled [B, d]."""
     # each real position receives d_pooled / count; padding receives 0
     return cache.weights[:, :, None] * d_pooled[:, None, :]            # [B, N, d]
 
@@ -288,6 +290,7 @@ def l2_normalize_forward(x, eps=1e-12):
 
 
 def l2_normalize_backward(dy, cache):
+    """dx from dy for y = x / |x|."""
     # dx = (dy - y (y . dy)) / |x|: only the part of dy across the sphere survives.
     y, length = cache.y, cache.length
     across = dy - y * np.sum(y * dy, axis=-1, keepdims=True)

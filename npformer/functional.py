@@ -49,6 +49,7 @@ def softmax_inplace(scores, axis=-1):
 
 
 def softmax_backward(dy, cache):
+    """Gradient of the scores from the gradient of the weights."""
     # dx_i = y_i (dy_i - sum_j dy_j y_j); masked entries have y = 0, so dx = 0 there.
     y = cache.y
     return y * (dy - np.sum(dy * y, axis=cache.axis, keepdims=True))
@@ -75,6 +76,7 @@ def log_softmax_forward(x, axis=-1):
 
 
 def log_softmax_backward(dy, cache):
+    """Gradient of the input from the gradient of the log-probabilities."""
     # dx_i = dy_i - p_i sum_j dy_j
     return dy - cache.probs * np.sum(dy, axis=cache.axis, keepdims=True)
 
@@ -91,6 +93,7 @@ def relu_forward(x):
 
 
 def relu_backward(dy, cache):
+    """Passes dy where x > 0, zero elsewhere."""
     return dy * (cache.x > 0)
 
 
@@ -105,6 +108,7 @@ def gelu_forward(x):
 
 
 def gelu_backward(dy, cache):
+    """dy times the derivative of x Phi(x)."""
     # d/dx x Phi(x) = Phi(x) + x phi(x)
     x = cache.x
     cdf = 0.5 * (1 + erf(x * _SQRT_HALF))
@@ -139,6 +143,7 @@ def gelu_tanh_forward(x):
 
 
 def gelu_tanh_backward(dy, cache):
+    """dy times the derivative of the tanh approximation."""
     # dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2), built in two arrays with out=
     x, t = cache.x, cache.t
     c, a = x.dtype.type(_GELU_C), x.dtype.type(_GELU_A)
@@ -183,6 +188,7 @@ def silu_forward(x):
 
 
 def silu_backward(dy, cache):
+    """dy times the derivative of x sigmoid(x)."""
     # d/dx x s(x) = s (1 + x (1 - s))
     s = cache.s
     dx = 1 - s

@@ -54,13 +54,16 @@ class KVCache:
         return self.k.nbytes + self.v.nbytes
 
     def check_room(self, n):
+        """ValueError unless n more positions fit."""
         if self.length + n > self.capacity:
             raise ValueError(f"kv_cache: a step of {n} positions after {self.length} cached ones "
                              f"exceeds the capacity {self.capacity}")
 
     def advance(self, n):
+        """Count n more positions as written (after every layer wrote them)."""
         self.length += n
 
     def reset(self):
+        """Forget every cached position (the arrays stay allocated)."""
         self.length = 0
         self.key_mask[:] = True

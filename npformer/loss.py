@@ -49,6 +49,7 @@ def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
 
 
 def cross_entropy_backward(d_loss, cache):
+    """(d_logits, None): the targets are integers and get no gradient."""
     # d logits = (probs - onehot(target)) * d_loss / count, zero rows where ignored
     weight = (cache.counted * (d_loss / max(cache.count, 1))).astype(cache.probs.dtype)
     d_logits = cache.probs * weight[..., None]

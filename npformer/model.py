@@ -78,6 +78,7 @@ class DecoderConfig(ConfigDict):
         self.validate()
 
     def validate(self):
+        """ValueError naming the first field that cannot describe a decoder."""
         self.check_positive("vocab_size", "d_model", "n_heads", "n_layers", "max_len")
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads: d_model={self.d_model} must be divisible by n_heads, "

@@ -41,6 +41,7 @@ class Parameter:
         return self.data.dtype
 
     def zero_grad(self):
+        """Set grad to zeros, keeping the array."""
         self.grad.fill(0)
 
     def __repr__(self):
@@ -78,6 +79,7 @@ class ConfigDict:
     """For config dataclasses: ``to_dict()`` and ``from_dict()`` as plain JSON-ready dicts."""
 
     def to_dict(self):
+        """The config as a plain dict (JSON-ready)."""
         return dataclasses.asdict(self)
 
     @classmethod
@@ -141,6 +143,7 @@ class Module:
         return iter(out)
 
     def parameters(self):
+        """The Parameters, in named_parameters() order."""
         return [p for _, p in self.named_parameters()]
 
     def modules(self):
@@ -151,6 +154,7 @@ class Module:
                 yield from value.modules()
 
     def zero_grad(self):
+        """Zero every parameter's gradient."""
         for p in self.parameters():
             p.zero_grad()
 
@@ -159,6 +163,7 @@ class Module:
 
     @property
     def dtype(self):
+        """How many numbers the parameters hold."""
         params = self.parameters()
         return params[0].dtype if params else np.dtype(np.float32)
 

@@ -73,6 +73,7 @@ class Optimizer:
         return [p for _, p in self.named]
 
     def zero_grad(self):
+        """Zero the gradients of the parameters this optimizer updates."""
         for p in self.params:
             p.zero_grad()
 
@@ -129,6 +130,7 @@ class SGD(Optimizer):
         return {"velocity": self.velocity}
 
     def step(self):
+        """One SGD step: v = momentum v + g; p -= lr v."""
         self.steps += 1
         for name, p in self.named:
             buf = self.velocity[name]
@@ -185,6 +187,7 @@ class AdamW(Optimizer):
         return {"exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq}
 
     def step(self):
+        """One AdamW step: moments, bias correction, decoupled decay, update (in place)."""
         self.steps += 1
         b1, b2 = self.betas
         correction1 = 1 - b1 ** self.steps

@@ -154,6 +154,7 @@ class WordPiece:
         return ids, key_mask
 
     def decode_tokens(self, ids):
+        """The WordPiece strings of ``ids`` (for display)."""
         return [self.tokens[i] for i in ids]
 
 

@@ -209,6 +209,7 @@ class Seq2SeqConfig(ConfigDict):
         self.validate()
 
     def validate(self):
+        """ValueError naming the first field that cannot describe the model."""
         self.check_positive("vocab_size", "n_decoder_layers")
         if self.positions not in SEQ2SEQ_POSITIONS:
             raise ValueError(f"positions: expected one of {SEQ2SEQ_POSITIONS}, got {self.positions!r}")

@@ -31,6 +31,7 @@ class Tokenizer:
     specials: tuple = SPECIALS
 
     def special_id(self, token):
+        """The id of a special token such as "<eos>"."""
         raise NotImplementedError  # pragma: no cover
 
     @property
@@ -49,6 +50,7 @@ class Tokenizer:
         return ([self.bos_id] if bos else []) + ids + ([self.eos_id] if eos else [])
 
     def to_dict(self):
+        """A JSON-ready dict that ``tokenizer_from_dict`` reads back."""
         raise NotImplementedError  # pragma: no cover
 
     def save(self, path):
@@ -102,6 +104,7 @@ class CharTokenizer(Tokenizer):
         return len(self.specials) + len(self.chars)
 
     def special_id(self, token):
+        """The id of a special token such as "<eos>"."""
         return self._special_ids[token]
 
     @property
@@ -147,6 +150,7 @@ class CharTokenizer(Tokenizer):
         return "".join(out)
 
     def to_dict(self):
+        """A JSON-ready dict that ``tokenizer_from_dict`` reads back."""
         return {"kind": self.kind, "specials": list(self.specials), "chars": "".join(self.chars)}
 
 
@@ -165,9 +169,11 @@ class ByteTokenizer(Tokenizer):
         return 256 + len(self.specials)
 
     def special_id(self, token):
+        """The id of a special token such as "<eos>"."""
         return 256 + self.specials.index(token)
 
     def encode(self, text, bos=False, eos=False):
+        """The UTF-8 bytes of ``text`` as ids 0-255, with <bos>/<eos> ids if asked."""
         if not isinstance(text, str):
             raise TypeError(f"text: expected str, got {type(text).__name__}")
         try:
@@ -178,6 +184,7 @@ class ByteTokenizer(Tokenizer):
         return self._with_specials(list(data), bos, eos)
 
     def decode(self, ids, skip_special=True):
+        """Text from ids; invalid UTF-8 becomes U+FFFD; specials are skipped unless asked."""
         out, run = [], bytearray()
         for i in ids:
             i = int(i)
@@ -194,6 +201,7 @@ class ByteTokenizer(Tokenizer):
         return "".join(out)
 
     def to_dict(self):
+        """A JSON-ready dict that ``tokenizer_from_dict`` reads back."""
         return {"kind": self.kind, "specials": list(self.specials)}
 
 

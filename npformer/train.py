@@ -91,6 +91,7 @@ class ExampleSource:
         return max(len(s) for s in self.ids) - 1
 
     def sample(self, rng, batch_size):
+        """A Batch of ``batch_size`` examples drawn with ``rng``."""
         rows = rng.integers(0, len(self.ids), batch_size)
         return pad_batch([self.ids[r] for r in rows], [self.starts[r] for r in rows], self.pad_id)
 
@@ -114,6 +115,7 @@ class TextSource:
         return self.seq_len
 
     def sample(self, rng, batch_size):
+        """A Batch of ``batch_size`` random windows drawn with ``rng``."""
         first = rng.integers(0, len(self.ids) - self.seq_len, batch_size)
         windows = self.ids[first[:, None] + np.arange(self.seq_len + 1)]     # [B, N + 1]
         return Batch(windows[:, :-1], windows[:, 1:], np.ones((batch_size, self.seq_len), bool))
@@ -149,11 +151,13 @@ class TrainConfig:
             raise ValueError(f"lr: expected a positive number, got {self.lr!r}")
 
     def lr_at(self, step):
+        """The learning rate of optimizer step ``step`` (warmup, then cosine)."""
         warmup = max(1, self.steps // 20) if self.warmup is None else self.warmup
         min_lr = self.lr / 10 if self.min_lr is None else self.min_lr
         return warmup_cosine(step, self.steps, warmup, self.lr, min_lr)
 
     def to_dict(self):
+        """The settings as a JSON-ready dict."""
         data = dataclasses.asdict(self)
         data["betas"] = list(self.betas)
         return data
@@ -171,6 +175,7 @@ class History:
     tokens: int = 0
 
     def to_dict(self):
+        """The loss history as a JSON-ready dict."""
         return dataclasses.asdict(self)
 
     @classmethod
@@ -189,6 +194,7 @@ class TrainResult(NamedTuple):
 
 
 def make_optimizer(model, config):
+    """The AdamW (or SGD) the config asks for, over the model's named parameters."""
     return AdamW(model.named_parameters(), lr=config.lr, betas=config.betas,
                  weight_decay=config.weight_decay)
 
