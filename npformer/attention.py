@@ -190,20 +190,22 @@ class MultiHeadAttention(Module):
     ``window`` limits reading to the last ``window`` keys when decoding with a
     KV cache (the mask passed in must already encode it for full sequences).
     ``attention="flash"`` computes the same thing blockwise (``flash_attention``):
-    no [B, H, N, M] score table is kept, only a log-sum-exp per query.
+    no [B, H, N, M] score table is kept, only a log-sum-exp per query. There
+    ``causal`` (and ``window``) are applied per block from positions, so ``mask``
+    need only carry padding; the plain path reads every limit from ``mask``.
     """
 
     ATTENTIONS = ("plain", "flash")
 
     def __init__(self, d, n_heads, n_kv_heads=None, bias=False, rope=None, window=None,
-                 rng=None, dtype=np.float32, out_std=None, attention="plain"):
+                 rng=None, dtype=np.float32, out_std=None, attention="plain", causal=False):
         n_kv_heads = check_heads(d, n_heads, n_kv_heads)
         if window is not None and (not isinstance(window, (int, np.integer)) or window < 1):
             raise ValueError(f"window: expected an integer >= 1 or None, got {window!r}")
         if attention not in self.ATTENTIONS:
             raise ValueError(f"attention: expected one of {self.ATTENTIONS}, got {attention!r}")
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d // n_heads
-        self.window, self.attention = window, attention
+        self.window, self.attention, self.causal = window, attention, causal
         self.qkv = Linear(d, (n_heads + 2 * n_kv_heads) * self.head_dim, bias, rng, dtype=dtype)
         self.out = Linear(d, d, bias, rng, std=out_std, dtype=dtype)
         self.rope = rope
@@ -235,7 +237,9 @@ class MultiHeadAttention(Module):
                 if mask is not None:
                     mask = mask[..., first:]
         if self.attention == "flash":
-            mixed, attn_cache = flash_attention_forward(q, k, v, mask)    # [B, H, N, D]
+            window = self.window if self.causal else None
+            mixed, attn_cache = flash_attention_forward(q, k, v, mask, causal=self.causal,
+                                                        window=window)    # [B, H, N, D]
         else:
             mixed, attn_cache = attention_forward(q, k, v, mask)          # [B, H, N, D]
         merged = mixed.transpose(0, 2, 1, 3).reshape(B, N, -1)       # [B, N, H*D]

@@ -20,3 +20,18 @@ def _(rng, size):
     return ((flash_attention_forward, flash_attention_backward),
             (_float(rng, B, H, N, D), _float(rng, B, H_kv, N, D), _float(rng, B, H_kv, N, D)),
             options)
+
+
+@case("DecoderLM (flash)")
+def _(rng, size):
+    from .model import DecoderConfig, DecoderLM
+    B, N, d, H = _shape(size)
+    config = [DecoderConfig(d_model=d, n_heads=H, vocab_size=13, attention="flash"),
+              DecoderConfig.gpt2(d_model=d, n_heads=H, vocab_size=13, n_layers=2, window=2,
+                                 attention="flash"),
+              DecoderConfig.llama(d_model=d, n_heads=H, n_kv_heads=2, vocab_size=13, n_layers=2,
+                                  attention="flash")][size]
+    ids = rng.integers(0, 13, (B, N))
+    key_mask = np.ones((B, N), bool)
+    key_mask[0, 0] = False                   # one left-padded position
+    return DecoderLM(config, rng), (ids,), {"key_mask": key_mask}

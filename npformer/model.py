@@ -52,6 +52,7 @@ class DecoderConfig(ConfigDict):
     rope_layout: str = "half"
     rope_fraction: float = 1.0
     window: int | None = None          # sliding-window attention width
+    attention: str = "plain"           # plain | flash (blockwise, memory linear in the length)
     init_std: float = 0.02
     n_experts: int = 0                 # 0: dense FFN; > 0: Mixture of Experts FFN (Mixtral-style)
     top_k: int = 2                     # experts per token when n_experts > 0
@@ -92,6 +93,9 @@ class DecoderConfig(ConfigDict):
                 raise ValueError(f"{name}: expected one of {allowed}, got {getattr(self, name)!r}")
         if self.window is not None and (not isinstance(self.window, (int, np.integer)) or self.window < 1):
             raise ValueError(f"window: expected an integer >= 1 or None, got {self.window!r}")
+        if self.attention not in MultiHeadAttention.ATTENTIONS:
+            raise ValueError(f"attention: expected one of {MultiHeadAttention.ATTENTIONS}, "
+                             f"got {self.attention!r}")
         if not isinstance(self.n_experts, (int, np.integer)) or self.n_experts < 0:
             raise ValueError(f"n_experts: expected an integer >= 0 (0 = dense FFN), got {self.n_experts!r}")
         if self.n_experts and (not isinstance(self.top_k, (int, np.integer))
@@ -157,7 +161,8 @@ def build_block(config, rng, dtype):
     if config.positions == "rope":
         rope = Rotary(config.head_dim, config.rope_theta, config.rope_layout, config.rope_fraction)
     attn = MultiHeadAttention(d, config.n_heads, config.n_kv_heads, config.attn_bias, rope,
-                              config.window, rng, dtype, out_std=out_std)
+                              config.window, rng, dtype, out_std=out_std,
+                              attention=config.attention, causal=config.causal)
     if config.n_experts:
         ffn = MoE(d, config.n_experts, config.top_k, config.ffn_hidden, config.ffn, config.ffn_bias,
                   config.moe_aux_weight, rng, dtype, out_std=out_std)
@@ -201,8 +206,14 @@ class DecoderLM(Module):
         return KVCache(c.n_layers, batch, c.n_kv_heads or c.n_heads, capacity, c.head_dim, self.dtype)
 
     def mask(self, n, m, key_mask=None):
-        """The boolean "may read" mask [B or 1, 1, n, m]: causal (and window) and padding."""
+        """The boolean "may read" mask [B or 1, 1, n, m]: causal (and window) and padding.
+
+        With ``attention="flash"`` only the padding part [B, 1, 1, m] (or None): the
+        blockwise attention applies the causal and window limits itself, tile by tile.
+        """
         c = self.config
+        if c.attention == "flash":
+            return None if key_mask is None else padding_mask(key_mask=key_mask)
         if not c.causal:
             allowed = np.ones((n, m), bool)
         elif c.window is not None:
