@@ -20,7 +20,7 @@ import numpy as np
 from .flash_attention import flash_attention_backward, flash_attention_forward
 from .functional import softmax_inplace
 from .linear import Linear
-from .module import Cache, Module, check_float
+from .module import Cache, Module, check_mask, check_qkv, check_window
 
 
 # -- masks ------------------------------------------------------------------------
@@ -95,22 +95,6 @@ def check_heads(d, n_heads, n_kv_heads=None):
     return n_kv_heads
 
 
-def check_mask(mask, shape):
-    """None, or a boolean mask that broadcasts to ``shape``; else an error naming ``mask``."""
-    if mask is None:
-        return None
-    mask = np.asarray(mask)
-    if mask.dtype != bool:
-        raise TypeError(f"mask: expected a boolean array (True = may read), got dtype {mask.dtype}")
-    try:
-        ok = np.broadcast_shapes(mask.shape, shape) == shape
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ValueError(f"mask: expected a shape that broadcasts to the scores {shape}, got {mask.shape}")
-    return mask
-
-
 def attention_forward(q, k, v, mask=None, scale=None):
     """q [B, H, N, D], k [B, H_kv, M, D], v [B, H_kv, M, Dv] -> out [B, H, N, Dv].
 
@@ -118,12 +102,7 @@ def attention_forward(q, k, v, mask=None, scale=None):
     The H / H_kv query heads of a group are stacked as [B, H_kv, G*N, D] so a
     single batched matmul serves grouped-query attention without copying K, V.
     """
-    B, H, N, D = q.shape
-    H_kv, M = k.shape[1], k.shape[2]
-    if H % H_kv:
-        raise ValueError(f"k: query heads {H} must be a multiple of key/value heads {H_kv}")
-    if k.shape[:1] + k.shape[3:] != (B, D) or v.shape[:3] != k.shape[:3]:
-        raise ValueError(f"q, k, v: incompatible shapes {q.shape}, {k.shape}, {v.shape}")
+    B, H, N, D, H_kv, M = check_qkv(q, k, v)
     mask = check_mask(mask, (B, H, N, M))
     scale = 1.0 / np.sqrt(D) if scale is None else scale
     G = H // H_kv
@@ -200,8 +179,7 @@ class MultiHeadAttention(Module):
     def __init__(self, d, n_heads, n_kv_heads=None, bias=False, rope=None, window=None,
                  rng=None, dtype=np.float32, out_std=None, attention="plain", causal=False):
         n_kv_heads = check_heads(d, n_heads, n_kv_heads)
-        if window is not None and (not isinstance(window, (int, np.integer)) or window < 1):
-            raise ValueError(f"window: expected an integer >= 1 or None, got {window!r}")
+        check_window(window)
         if attention not in self.ATTENTIONS:
             raise ValueError(f"attention: expected one of {self.ATTENTIONS}, got {attention!r}")
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d // n_heads

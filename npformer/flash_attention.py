@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .module import Cache
+from .module import Cache, check_mask, check_qkv, check_window
 
 
 @dataclass(frozen=True)
@@ -113,30 +113,11 @@ def _block_allowed(c, r0, r1, j0, j1, G):
 
 
 def _check(q, k, v, mask, window, block_size):
-    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
-        raise ValueError(f"q, k, v: expected [B, H, N, D] arrays, got shapes {q.shape}, {k.shape}, {v.shape}")
-    B, H, N, D = q.shape
-    H_kv, M = k.shape[1], k.shape[2]
-    if H % H_kv:
-        raise ValueError(f"k: query heads {H} must be a multiple of key/value heads {H_kv}")
-    if k.shape[:1] + k.shape[3:] != (B, D) or v.shape[:3] != k.shape[:3]:
-        raise ValueError(f"q, k, v: incompatible shapes {q.shape}, {k.shape}, {v.shape}")
+    B, H, N, D, H_kv, M = check_qkv(q, k, v)
     if not isinstance(block_size, (int, np.integer)) or block_size < 1:
         raise ValueError(f"block_size: expected an integer >= 1, got {block_size!r}")
-    if window is not None and (not isinstance(window, (int, np.integer)) or window < 1):
-        raise ValueError(f"window: expected an integer >= 1 or None, got {window!r}")
-    if mask is not None:
-        mask = np.asarray(mask)
-        if mask.dtype != bool:
-            raise TypeError(f"mask: expected a boolean array (True = may read), got dtype {mask.dtype}")
-        try:
-            ok = np.broadcast_shapes(mask.shape, (B, H, N, M)) == (B, H, N, M)
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ValueError(f"mask: expected a shape that broadcasts to the scores {(B, H, N, M)}, "
-                             f"got {mask.shape}")
-    return mask
+    check_window(window)
+    return check_mask(mask, (B, H, N, M))
 
 
 # -- forward --------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from .embedding import Embedding, position_table
 from .ffn import FFN, SwiGLU
 from .kv_cache import KVCache
 from .linear import Linear
-from .module import Cache, ConfigDict, Module, check_ids
+from .module import Cache, ConfigDict, Module, check_ids, check_window
 from .moe import MoE
 from .norm import NORMS
 from .rope import Rotary
@@ -91,8 +91,7 @@ class DecoderConfig(ConfigDict):
         for name, allowed in (("positions", POSITIONS), ("norm", tuple(NORMS)), ("ffn", FFNS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}: expected one of {allowed}, got {getattr(self, name)!r}")
-        if self.window is not None and (not isinstance(self.window, (int, np.integer)) or self.window < 1):
-            raise ValueError(f"window: expected an integer >= 1 or None, got {self.window!r}")
+        check_window(self.window)
         if self.attention not in MultiHeadAttention.ATTENTIONS:
             raise ValueError(f"attention: expected one of {MultiHeadAttention.ATTENTIONS}, "
                              f"got {self.attention!r}")

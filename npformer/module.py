@@ -236,3 +236,39 @@ def init_normal(rng, shape, std, dtype=np.float32):
     if rng is None:
         raise TypeError("rng: expected a numpy.random.Generator (e.g. np.random.default_rng(0)), got None")
     return (rng.standard_normal(shape) * std).astype(dtype)
+
+
+def check_window(window):
+    """None, or an integer >= 1 (a sliding-window width); else a ValueError naming ``window``."""
+    if window is not None and (not isinstance(window, (int, np.integer)) or window < 1):
+        raise ValueError(f"window: expected an integer >= 1 or None, got {window!r}")
+    return window
+
+
+def check_qkv(q, k, v):
+    """Validate q [B, H, N, D], k [B, H_kv, M, D], v [B, H_kv, M, Dv]; returns (B, H, N, D, H_kv, M)."""
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise ValueError(f"q, k, v: expected [B, H, N, D] arrays, got shapes {q.shape}, {k.shape}, {v.shape}")
+    B, H, N, D = q.shape
+    H_kv, M = k.shape[1], k.shape[2]
+    if H % H_kv:
+        raise ValueError(f"k: query heads {H} must be a multiple of key/value heads {H_kv}")
+    if k.shape[:1] + k.shape[3:] != (B, D) or v.shape[:3] != k.shape[:3]:
+        raise ValueError(f"q, k, v: incompatible shapes {q.shape}, {k.shape}, {v.shape}")
+    return B, H, N, D, H_kv, M
+
+
+def check_mask(mask, shape):
+    """None, or a boolean "may read" mask that broadcasts to ``shape``; else an error naming ``mask``."""
+    if mask is None:
+        return None
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        raise TypeError(f"mask: expected a boolean array (True = may read), got dtype {mask.dtype}")
+    try:
+        ok = np.broadcast_shapes(mask.shape, shape) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"mask: expected a shape that broadcasts to the scores {shape}, got {mask.shape}")
+    return mask

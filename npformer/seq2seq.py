@@ -16,13 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import (attention_backward, attention_forward, causal_mask, check_heads, check_mask,
-                        padding_mask)
+from .attention import attention_backward, attention_forward, causal_mask, check_heads, padding_mask
 from .embedding import Embedding, position_table
 from .encoder import Encoder, EncoderConfig, check_key_mask, check_token_ids
 from .linear import Linear
 from .model import DecoderConfig, TiedHead, build_block
-from .module import Cache, ConfigDict, Module, Parameter, check_float
+from .module import Cache, ConfigDict, Module, Parameter, check_float, check_mask
 from .norm import NORMS
 
 
