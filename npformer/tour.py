@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .attention import causal_mask
 from .functional import softmax
 from .model import DecoderConfig, DecoderLM
 
@@ -50,7 +49,6 @@ def tour(n_heads=2, causal=True, seed=7, out=print):
         out(f"        last row  {_fmt(weights[-1])}")
     if causal:
         out("the first row can read only position 0; the last row reads all eight positions")
-        assert np.array_equal(cache.attention(0)[0, 0] > 0, causal_mask(N))
     probs = softmax(logits[0, -1])
     top = np.argsort(probs)[::-1][:3]
     out("next-token candidates of the last position (random weights, no meaning yet): " +
