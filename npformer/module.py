@@ -159,6 +159,7 @@ class Module:
             p.zero_grad()
 
     def num_parameters(self) -> int:
+        """How many numbers the parameters hold (a tied weight counted once)."""
         return int(sum(p.data.size for p in self.parameters()))
 
     @property

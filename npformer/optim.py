@@ -78,6 +78,7 @@ class Optimizer:
             p.zero_grad()
 
     def step(self):  # pragma: no cover - interface
+        """Update every parameter in place from its grad."""
         raise NotImplementedError
 
     # -- resume -------------------------------------------------------------------
