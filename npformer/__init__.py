@@ -21,6 +21,7 @@ from .model import DecoderConfig, DecoderLM, TiedHead
 from .module import Cache, Module, Parameter
 from .norm import LayerNorm, RMSNorm
 from .rope import Rotary
+from .track import current_track, track, use_track
 
 __version__ = "0.1.0"
 

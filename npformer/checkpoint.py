@@ -21,6 +21,7 @@ import zipfile
 
 import numpy as np
 
+from .fileio import write_json, write_npz
 from .model import DecoderConfig, DecoderLM
 from .tokenizer import tokenizer_from_dict
 
@@ -31,31 +32,6 @@ FILES = ("model.npz", "config.json", "tokenizer.json", "optimizer.npz", "state.j
 
 class CheckpointError(ValueError):
     """A checkpoint that is missing, truncated, foreign or does not match the model."""
-
-
-# -- atomic writes ------------------------------------------------------------------
-def _temp_name(path):
-    return f"{path}.tmp{os.getpid()}"
-
-
-def write_json(path, data):
-    """Write JSON atomically: a temporary file in the same directory, then os.replace."""
-    tmp = _temp_name(path)
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, ensure_ascii=False, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def write_npz(path, arrays):
-    """Write ``{name: array}`` as an uncompressed .npz atomically."""
-    tmp = _temp_name(path)
-    with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 # -- reading with clear errors ----------------------------------------------------------

@@ -28,13 +28,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from .fileio import atomic_write, write_json
 from .model import DecoderConfig, DecoderLM
 
 FAMILIES = ("gpt2", "llama", "mixtral", "bert", "bart")
@@ -91,27 +91,12 @@ def read_safetensors(path):
 def write_safetensors(path, tensors, metadata=None):
     """Write {name: ndarray} atomically (temp file + rename) with ``safetensors.numpy``."""
     try:
-        from safetensors.numpy import save_file
+        from safetensors.numpy import save
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise ImportError("writing .safetensors needs the 'safetensors' package: "
                           "pip install 'npformer[hf]'") from error
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(fd)
-    try:
-        save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, tmp, metadata=metadata)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def _write_json(path, data):
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2)
-    os.replace(tmp, path)
+    arrays = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+    return atomic_write(path, lambda f: f.write(save(arrays, metadata=metadata)))
 
 
 def load_checkpoint(directory):
@@ -633,7 +618,7 @@ def save_hf(model, directory):
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     write_safetensors(directory / "model.safetensors", hf_state_dict(model), metadata={"format": "pt"})
-    _write_json(directory / "config.json", hf)
+    write_json(directory / "config.json", hf, indent=2)
     return directory
 
 
