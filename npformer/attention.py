@@ -1,48 +1,81 @@
 """Scaled dot-product attention, its masks, and multi-head (and grouped-query) attention.
 
-    Attention(Q, K, V) = softmax(Q K^T / sqrt(D) + M) V
+    scores  = Q K^T / sqrt(D)            [B, H, N, M]   (N queries, M keys)
+    weights = softmax(scores + mask)     [B, H, N, M]   (each row sums to 1)
+    out     = weights V                  [B, H, N, Dv]
 
-Masks are boolean and mean "may read": True where query i may read key j.
-They broadcast against the score table [B, H, N, M] (N queries, M keys), and
-combine with ``&``. A query row with no readable key gets all-zero weights and
-a zero output (never NaN).
+Backward, for the upstream gradient d_out:
+    d_weights = d_out V^T               d_V = weights^T d_out
+    d_scores  = weights * (d_weights - sum_j d_weights_j weights_j)      (softmax backward)
+    d_Q = d_scores K / sqrt(D)          d_K = d_scores^T Q / sqrt(D)
 
-Grouped-query attention (GQA): H query heads share H_kv key/value heads; query
-head h reads key/value head h // (H / H_kv). H_kv = H is ordinary multi-head
-attention, H_kv = 1 is multi-query attention (MQA).
+Masks are boolean and mean "may read": True where query i may read key j. They
+broadcast against the score table and combine with ``&``. A query row with no
+readable key gets all-zero weights and a zero output (never NaN).
+
+Causality is one rule, ``may_read``: a query reads the keys at or before its own
+position, and with a window only the ``window`` most recent of them. ``causal_mask``,
+``sliding_window_mask``, the ``causal=``/``window=`` arguments of the attention kernels
+and KV-cached decoding all apply that rule.
+
+Grouped-query attention (GQA): H query heads share H_kv key/value heads; query head h
+reads key/value head h // (H / H_kv). H_kv = H is ordinary multi-head attention,
+H_kv = 1 is multi-query attention (MQA).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .flash_attention import flash_attention_backward, flash_attention_forward
-from .functional import softmax_inplace
+from .functional import SoftmaxCache, softmax_backward, softmax_forward
 from .linear import Linear
-from .module import Cache, Module, check_mask, check_qkv, check_window
+from .module import Cache, Module
+from .track import fast_twin
+from .validate import check_heads, check_mask, check_qkv, check_window
 
 
 # -- masks ------------------------------------------------------------------------
+def may_read(query_pos, key_pos, window=None):
+    """The causal rule: a query at ``query_pos`` may read a key at ``key_pos`` at or before it,
+    and with a ``window`` only the ``window`` most recent ones (itself included).
+
+    The positions broadcast against each other (e.g. [n, 1] and [1, m] give an [n, m] table).
+    """
+    allowed = key_pos <= query_pos
+    if window is not None:
+        allowed = allowed & (key_pos > query_pos - window)
+    return allowed
+
+
+def causal_table(n, m=None, window=None):
+    """[n, m] ``may_read`` table of the last n of m positions reading all m (queries after
+    m - n cached keys sit at positions m - n .. m - 1)."""
+    m = n if m is None else m
+    return may_read(np.arange(m - n, m)[:, None], np.arange(m)[None, :], window)
+
+
+def first_readable_key(n, m, window):
+    """The earliest of m keys that any of the last n queries may read (0 without a window):
+    KV-cached decoding with a window need not read the keys before it."""
+    return int(np.argmax(causal_table(n, m, window).any(axis=0)))
+
+
 def causal_mask(n, m=None):
     """[n, m] table: query i (the last n of m positions) may read key j <= its own position.
 
     With m = n this is the lower triangle, diagonal included (each position
-    reads itself and earlier ones). With m > n (new queries after m - n cached
-    keys) query i sits at absolute position m - n + i.
+    reads itself and earlier ones).
     """
-    m = n if m is None else m
-    return np.arange(m)[None, :] <= np.arange(m - n, m)[:, None]
+    return causal_table(n, m)
 
 
 def sliding_window_mask(n, window, m=None):
     """Causal, and at most the ``window`` most recent keys (itself included): [n, m]."""
-    if not isinstance(window, (int, np.integer)) or window < 1:
-        raise ValueError(f"window: expected an integer >= 1, got {window!r}")
-    m = n if m is None else m
-    query_pos = np.arange(m - n, m)[:, None]
-    key_pos = np.arange(m)[None, :]
-    return (key_pos <= query_pos) & (key_pos > query_pos - window)
+    if window is None:
+        raise ValueError("window: expected an integer >= 1, got None")
+    return causal_table(n, m, check_window(window))
 
 
 def padding_mask(lengths=None, n=None, key_mask=None, side="right"):
@@ -73,70 +106,75 @@ def padding_mask(lengths=None, n=None, key_mask=None, side="right"):
     return real[:, None, None, :]
 
 
+def combine_masks(mask, causal, window, n, m):
+    """``mask`` and the causal rule as one "may read" table, or None when nothing is masked."""
+    if not causal and window is None:
+        return mask
+    reach = causal_table(n, m, window)                     # [n, m]
+    return reach if mask is None else mask & reach
+
+
 # -- scaled dot-product attention ----------------------------------------------------
 @dataclass(frozen=True)
 class AttentionCache(Cache):
-    q: np.ndarray        # [B, H, N, D]
-    k: np.ndarray        # [B, H_kv, M, D]
-    v: np.ndarray        # [B, H_kv, M, Dv]
-    weights: np.ndarray  # [B, H, N, M], the softmax output, kept for inspection
+    q: np.ndarray            # [B, H, N, D]
+    k: np.ndarray            # [B, H_kv, M, D]
+    v: np.ndarray            # [B, H_kv, M, Dv]
+    softmax: SoftmaxCache    # .y: the weights [B, H, N, M]
     scale: float
 
-
-def check_heads(d, n_heads, n_kv_heads=None):
-    """Validate a head layout; returns n_kv_heads (None means one K/V head per query head)."""
-    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-    if n_heads < 1 or d % n_heads:
-        raise ValueError(f"n_heads: width d={d} must be divisible by the number of heads, "
-                         f"got n_heads={n_heads}")
-    if n_kv_heads < 1 or n_heads % n_kv_heads:
-        raise ValueError(f"n_kv_heads: n_heads={n_heads} must be divisible by n_kv_heads, "
-                         f"got n_kv_heads={n_kv_heads}")
-    return n_kv_heads
+    @property
+    def weights(self):
+        """The attention weights [B, H, N, M] (each row sums to 1, or is 0 when fully masked)."""
+        return self.softmax.y
 
 
-def attention_forward(q, k, v, mask=None, scale=None):
+def repeat_kv(x, group):
+    """[B, H_kv, M, F] -> [B, H, M, F]: each key/value head once per query head of its group."""
+    return np.repeat(x, group, axis=1)
+
+
+def sum_groups(d_x, group):
+    """The backward of ``repeat_kv``: each shared key/value head sums its group's gradients."""
+    B, H, M, F = d_x.shape
+    return d_x.reshape(B, H // group, group, M, F).sum(axis=2)
+
+
+@fast_twin
+def attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None):
     """q [B, H, N, D], k [B, H_kv, M, D], v [B, H_kv, M, Dv] -> out [B, H, N, Dv].
 
-    ``scale`` defaults to 1/sqrt(D). The weights are in ``cache.weights``.
-    The H / H_kv query heads of a group are stacked as [B, H_kv, G*N, D] so a
-    single batched matmul serves grouped-query attention without copying K, V.
+    ``mask`` broadcasts to [B, H, N, M]. ``causal`` (and ``window``) add the causal rule
+    for queries that are the last N of M positions. ``scale`` defaults to 1/sqrt(D).
+    The weights are in ``cache.weights``.
     """
     B, H, N, D, H_kv, M = check_qkv(q, k, v)
-    mask = check_mask(mask, (B, H, N, M))
-    scale = 1.0 / np.sqrt(D) if scale is None else scale
-    G = H // H_kv
-    # Scaling q (N x D) instead of the scores (N x M) is the same product, fewer multiplications.
-    grouped = (q * q.dtype.type(scale)).reshape(B, H_kv, G * N, D)
-    scores = grouped @ k.swapaxes(-1, -2)                   # [B, H_kv, G*N, M]
-    weights = scores.reshape(B, H, N, M)                    # the same memory, one table
-    if mask is not None:
-        np.copyto(weights, q.dtype.type(-np.inf), where=~mask)
-    softmax_inplace(weights)                                # scores become the weights
-    out = (weights.reshape(B, H_kv, G * N, M) @ v).reshape(B, H, N, -1)   # [B, H, N, Dv]
-    return out, AttentionCache(q, k, v, weights, scale)
+    mask = combine_masks(check_mask(mask, (B, H, N, M)), causal, check_window(window), N, M)
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    group = H // H_kv
+    k_heads, v_heads = repeat_kv(k, group), repeat_kv(v, group)    # [B, H, M, D]
+    scores = q @ k_heads.swapaxes(-1, -2) * scale                  # [B, H, N, M]
+    weights, softmax = softmax_forward(scores, mask=mask)          # [B, H, N, M]
+    out = weights @ v_heads                                        # [B, H, N, Dv]
+    return out, AttentionCache(q, k, v, softmax, scale)
 
 
+@fast_twin
 def attention_backward(d_out, cache):
-    """-> (dq, dk, dv); a shared K/V head receives the sum of its group's gradients."""
-    q, k, v, weights = cache.q, cache.k, cache.v, cache.weights
-    B, H, N, D = q.shape
-    H_kv, M = k.shape[1], k.shape[2]
-    G = H // H_kv
-    d_out_g = d_out.reshape(B, H_kv, G * N, -1)
-    weights_g = weights.reshape(B, H_kv, G * N, M)
-    dv = weights_g.swapaxes(-1, -2) @ d_out_g                # [B, H_kv, M, Dv]
-    d_scores = d_out_g @ v.swapaxes(-1, -2)                  # d_weights [B, H_kv, G*N, M]
-    # softmax backward, in place: ds_j = w_j (dw_j - sum_k dw_k w_k)
-    row_dot = np.einsum("...j,...j->...", d_scores, weights_g)[..., None]   # [B, H_kv, G*N, 1]
-    d_scores -= row_dot
-    d_scores *= weights_g                                   # d(scores), before the scale
-    scale = q.dtype.type(cache.scale)
-    dq = (d_scores @ k).reshape(B, H, N, D)
-    dq *= scale
-    dk = d_scores.swapaxes(-1, -2) @ q.reshape(B, H_kv, G * N, D)   # [B, H_kv, M, D]
-    dk *= scale
-    return dq, dk, dv
+    """-> (d_q, d_k, d_v); a shared K/V head receives the sum of its group's gradients."""
+    q, k, v, weights, scale = cache.q, cache.k, cache.v, cache.weights, cache.scale
+    group = q.shape[1] // k.shape[1]
+    k_heads, v_heads = repeat_kv(k, group), repeat_kv(v, group)
+    # forward: out = weights @ v_heads
+    d_weights = d_out @ v_heads.swapaxes(-1, -2)                   # [B, H, N, M]
+    d_v_heads = weights.swapaxes(-1, -2) @ d_out                   # [B, H, M, Dv]
+    # forward: weights = softmax(scores) (masked entries: weight 0, gradient 0)
+    d_scores = softmax_backward(d_weights, cache.softmax)          # [B, H, N, M]
+    # forward: scores = q @ k_heads^T * scale
+    d_q = d_scores @ k_heads * scale                               # [B, H, N, D]
+    d_k_heads = d_scores.swapaxes(-1, -2) @ q * scale              # [B, H, M, D]
+    # forward: k_heads, v_heads = repeat_kv(k), repeat_kv(v)
+    return d_q, sum_groups(d_k_heads, group), sum_groups(d_v_heads, group)
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
@@ -145,13 +183,33 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
     return out, cache.weights
 
 
+class DotProductAttention:
+    """The attention kernel that builds the whole [B, H, N, M] score table at once.
+
+    A kernel is what ``MultiHeadAttention`` calls between splitting and merging the heads:
+    ``forward(q, k, v, mask, causal, window) -> (out, cache)`` and
+    ``backward(d_out, cache) -> (d_q, d_k, d_v)``. ``flash_attention.BlockwiseAttention``
+    computes the same thing a block of keys at a time.
+    """
+
+    name = "plain"
+
+    def forward(self, q, k, v, mask=None, causal=False, window=None):
+        """``attention_forward`` with the causal rule applied to the last N of M positions."""
+        return attention_forward(q, k, v, mask, causal=causal, window=window)
+
+    def backward(self, d_out, cache):
+        """``attention_backward``."""
+        return attention_backward(d_out, cache)
+
+
 # -- multi-head attention --------------------------------------------------------------
 @dataclass(frozen=True)
 class MultiHeadCache(Cache):
     qkv: Cache
     q_rope: Cache | None
     k_rope: Cache | None
-    attn: Cache          # AttentionCache, or FlashAttentionCache with attention="flash"
+    attn: Cache          # the kernel's cache (AttentionCache with the plain kernel)
     out: Cache
     cached_decode: bool
 
@@ -166,82 +224,71 @@ class MultiHeadAttention(Module):
 
     One Linear ``qkv`` produces [Q | K | V] = [H*D | H_kv*D | H_kv*D] features;
     ``out`` is Wo. ``rope`` (a ``Rotary``) rotates Q and K at their positions.
-    ``window`` limits reading to the last ``window`` keys when decoding with a
-    KV cache (the mask passed in must already encode it for full sequences).
-    ``attention="flash"`` computes the same thing blockwise (``flash_attention``):
-    no [B, H, N, M] score table is kept, only a log-sum-exp per query. There
-    ``causal`` (and ``window``) are applied per block from positions, so ``mask``
-    need only carry padding; the plain path reads every limit from ``mask``.
+    ``causal`` and ``window`` apply the causal rule (``may_read``) inside the kernel;
+    ``mask`` in ``forward`` adds any other limit (usually padding, [B, 1, 1, M]).
+    ``kernel`` computes attention from the heads: ``DotProductAttention()`` (default)
+    or ``flash_attention.BlockwiseAttention()``.
     """
 
-    ATTENTIONS = ("plain", "flash")
-
     def __init__(self, d, n_heads, n_kv_heads=None, bias=False, rope=None, window=None,
-                 rng=None, dtype=np.float32, out_std=None, attention="plain", causal=False):
+                 rng=None, dtype=np.float32, out_std=None, kernel=None, causal=False):
         n_kv_heads = check_heads(d, n_heads, n_kv_heads)
-        check_window(window)
-        if attention not in self.ATTENTIONS:
-            raise ValueError(f"attention: expected one of {self.ATTENTIONS}, got {attention!r}")
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d // n_heads
-        self.window, self.attention, self.causal = window, attention, causal
+        self.window, self.causal = check_window(window), causal
+        self.kernel = DotProductAttention() if kernel is None else kernel
         self.qkv = Linear(d, (n_heads + 2 * n_kv_heads) * self.head_dim, bias, rng, dtype=dtype)
         self.out = Linear(d, d, bias, rng, std=out_std, dtype=dtype)
         self.rope = rope
 
     def split_heads(self, qkv):
-        """[B, N, (H + 2 H_kv) D] -> q [B, H, N, D], k and v [B, H_kv, N, D] (views)."""
+        """[B, N, (H + 2 H_kv) D] -> q [B, H, N, D], k and v [B, H_kv, N, D]."""
         B, N, _ = qkv.shape
         H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
-        heads = qkv.reshape(B, N, H + 2 * H_kv, D).transpose(0, 2, 1, 3)
+        heads = qkv.reshape(B, N, H + 2 * H_kv, D)             # [B, N, heads, D]
+        heads = heads.transpose(0, 2, 1, 3)                    # [B, heads, N, D]
         return heads[:, :H], heads[:, H:H + H_kv], heads[:, H + H_kv:]
+
+    def merge_heads(self, mixed):
+        """[B, H, N, D] -> [B, N, H*D]: the heads side by side again."""
+        B, H, N, D = mixed.shape
+        return mixed.transpose(0, 2, 1, 3).reshape(B, N, H * D)
 
     def forward(self, x, mask=None, positions=None, kv=None):
         """``mask`` broadcasts to [B, H, N, M]; ``positions`` [N] or [B, N] for RoPE;
         ``kv`` a per-layer view of a ``KVCache`` for incremental decoding."""
-        B, N, _ = x.shape
-        qkv, qkv_cache = self.qkv.forward(x)
+        N = x.shape[1]
+        qkv, qkv_cache = self.qkv.forward(x)                   # [B, N, (H + 2 H_kv) D]
         q, k, v = self.split_heads(qkv)
         q_rope = k_rope = None
         if self.rope is not None:
             if positions is None:
-                positions = np.arange(N) if kv is None else np.arange(kv.length, kv.length + N)
+                start = 0 if kv is None else kv.length
+                positions = np.arange(start, start + N)
             q, q_rope = self.rope.forward(q, positions=positions)
             k, k_rope = self.rope.forward(k, positions=positions)
         if kv is not None:
-            k, v = kv.write(k, v)                           # all cached keys [B, H_kv, M, D]
-            if self.window is not None:                     # read only the last `window` keys
-                first = max(0, k.shape[2] - N - self.window + 1)
+            k, v = kv.write(k, v)                              # every key so far: [B, H_kv, M, D]
+            if self.window is not None:                        # no query reads the keys before first
+                first = first_readable_key(N, k.shape[2], self.window)
                 k, v = k[:, :, first:], v[:, :, first:]
-                if mask is not None:
-                    mask = mask[..., first:]
-        if self.attention == "flash":
-            window = self.window if self.causal else None
-            mixed, attn_cache = flash_attention_forward(q, k, v, mask, causal=self.causal,
-                                                        window=window)    # [B, H, N, D]
-        else:
-            mixed, attn_cache = attention_forward(q, k, v, mask)          # [B, H, N, D]
-        merged = mixed.transpose(0, 2, 1, 3).reshape(B, N, -1)       # [B, N, H*D]
-        y, out_cache = self.out.forward(merged)
-        return y, MultiHeadCache(qkv_cache, q_rope, k_rope, attn_cache, out_cache, kv is not None)
+                mask = None if mask is None else mask[..., first:]
+        mixed, attn = self.kernel.forward(q, k, v, mask, causal=self.causal, window=self.window)
+        y, out = self.out.forward(self.merge_heads(mixed))     # [B, N, d]
+        return y, MultiHeadCache(qkv_cache, q_rope, k_rope, attn, out, kv is not None)
 
-    def backward(self, d_y, cache):
+    def backward(self, d_out, cache):
         if cache.cached_decode:
             raise NotImplementedError("backward through a KV-cached decode step is not "
                                       "supported: the KV cache is for inference")
-        d_merged = self.out.backward(d_y, cache.out)                 # [B, N, H*D]
+        d_merged = self.out.backward(d_out, cache.out)          # [B, N, H*D]
         B, N, _ = d_merged.shape
-        H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
-        d_mixed = d_merged.reshape(B, N, H, D).transpose(0, 2, 1, 3)
-        if self.attention == "flash":
-            dq, dk, dv = flash_attention_backward(d_mixed, cache.attn)
-        else:
-            dq, dk, dv = attention_backward(d_mixed, cache.attn)
+        # forward: merged = merge_heads(mixed)
+        d_mixed = d_merged.reshape(B, N, self.n_heads, self.head_dim).transpose(0, 2, 1, 3)
+        d_q, d_k, d_v = self.kernel.backward(d_mixed, cache.attn)
         if self.rope is not None:
-            dq = self.rope.backward(dq, cache.q_rope)
-            dk = self.rope.backward(dk, cache.k_rope)
-        d_qkv = np.empty((B, N, (H + 2 * H_kv) * D), d_y.dtype)
-        d_heads = d_qkv.reshape(B, N, H + 2 * H_kv, D)              # a view: fill it in place
-        d_heads[:, :, :H] = dq.transpose(0, 2, 1, 3)
-        d_heads[:, :, H:H + H_kv] = dk.transpose(0, 2, 1, 3)
-        d_heads[:, :, H + H_kv:] = dv.transpose(0, 2, 1, 3)
+            d_q = self.rope.backward(d_q, cache.q_rope)
+            d_k = self.rope.backward(d_k, cache.k_rope)
+        # forward: q, k, v = split_heads(qkv)
+        d_heads = np.concatenate([d_q, d_k, d_v], axis=1)      # [B, heads, N, D]
+        d_qkv = d_heads.transpose(0, 2, 1, 3).reshape(B, N, -1)
         return self.qkv.backward(d_qkv, cache.qkv)

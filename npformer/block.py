@@ -3,13 +3,32 @@ each wrapped in a residual connection and a normalisation.
 
 Pre-Norm (GPT-2, Llama):   h = x + Attn(Norm1(x));   y = h + FFN(Norm2(h))
 Post-Norm (original, BERT): h = Norm1(x + Attn(x));  y = Norm2(h + FFN(h))
-A residual y = x + f(x) passes d_y to x unchanged and adds f's gradient.
+
+Backward: a residual y = x + f(x) passes d_y to x unchanged and adds f's gradient,
+d_x = d_y + f'(x)^T d_y; that untouched path is why deep Pre-Norm stacks train.
+
+``BlockConfig`` is the recipe of one block (widths, heads, norm, FFN kind, causality,
+RoPE, attention kernel, experts); the three model configs produce one, and
+``build_block`` turns it into modules.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
+from .attention import DotProductAttention, MultiHeadAttention
+from .ffn import FFN, SwiGLU
+from .flash_attention import BlockwiseAttention
+from .functional import ACTIVATIONS
 from .module import Cache, Module
+from .moe import MoE
+from .norm import NORMS
+from .rope import Rotary
+from .validate import check_choice, check_heads, check_positive, check_window
+
+FFNS = ("relu", "gelu", "gelu_tanh", "swiglu")
+ATTENTION_KERNELS = {"plain": DotProductAttention, "flash": BlockwiseAttention}
 
 
 @dataclass(frozen=True)
@@ -32,17 +51,14 @@ class PreNormBlock(Module):
         h = x + attended                                    # residual 1
         f, norm2 = self.norm2.forward(h)
         fed, ffn = self.ffn.forward(f)
-        h += fed                                            # residual 2 (h is ours: in place)
-        return h, BlockCache(norm1, attn, norm2, ffn)
+        y = h + fed                                         # residual 2
+        return y, BlockCache(norm1, attn, norm2, ffn)
 
-    def backward(self, d_y, cache):
-        # Each residual adds the incoming gradient to the branch's input gradient
-        # (a norm's backward returns a fresh array, so adding in place is safe).
-        d_h = self.norm2.backward(self.ffn.backward(d_y, cache.ffn), cache.norm2)
-        d_h += d_y
-        d_x = self.norm1.backward(self.attn.backward(d_h, cache.attn), cache.norm1)
-        d_x += d_h
-        return d_x
+    def backward(self, d_out, cache):
+        # forward: y = h + FFN(Norm2(h))
+        d_h = d_out + self.norm2.backward(self.ffn.backward(d_out, cache.ffn), cache.norm2)
+        # forward: h = x + Attn(Norm1(x))
+        return d_h + self.norm1.backward(self.attn.backward(d_h, cache.attn), cache.norm1)
 
 
 class PostNormBlock(PreNormBlock):
@@ -55,8 +71,105 @@ class PostNormBlock(PreNormBlock):
         y, norm2 = self.norm2.forward(h + fed)
         return y, BlockCache(norm1, attn, norm2, ffn)
 
-    def backward(self, d_y, cache):
-        d_sum2 = self.norm2.backward(d_y, cache.norm2)           # gradient of h + FFN(h)
+    def backward(self, d_out, cache):
+        d_sum2 = self.norm2.backward(d_out, cache.norm2)         # forward: y = Norm2(h + FFN(h))
         d_h = d_sum2 + self.ffn.backward(d_sum2, cache.ffn)
-        d_sum1 = self.norm1.backward(d_h, cache.norm1)           # gradient of x + Attn(x)
+        d_sum1 = self.norm1.backward(d_h, cache.norm1)           # forward: h = Norm1(x + Attn(x))
         return d_sum1 + self.attn.backward(d_sum1, cache.attn)
+
+
+# -- from a recipe to modules --------------------------------------------------------------
+@dataclass(frozen=True)
+class BlockConfig:
+    """The recipe of one block, validated when made; ``DecoderConfig.block_config()`` and
+    the encoder and encoder-decoder configs produce it."""
+
+    d_model: int
+    n_heads: int
+    n_kv_heads: int | None = None      # None: = n_heads (MHA); 1: MQA; between: GQA
+    n_layers: int = 1                  # the depth: the output projections start smaller in deep stacks
+    norm: str = "layernorm"
+    norm_eps: float = 1e-5
+    ffn: str = "gelu"                  # relu | gelu | gelu_tanh | swiglu
+    ffn_hidden: int | None = None      # None: 4 * d_model
+    ffn_bias: bool = True
+    attn_bias: bool = False
+    prenorm: bool = True
+    causal: bool = True
+    window: int | None = None
+    rope: bool = False
+    rope_theta: float = 10000.0
+    rope_layout: str = "half"
+    rope_fraction: float = 1.0
+    attention: str = "plain"           # plain | flash
+    init_std: float = 0.02
+    n_experts: int = 0                 # > 0: a Mixture of Experts FFN
+    top_k: int = 2
+    moe_aux_weight: float = 0.01
+
+    def __post_init__(self):
+        check_positive("d_model", self.d_model)
+        check_positive("n_layers", self.n_layers)
+        check_heads(self.d_model, self.n_heads, self.n_kv_heads, width="d_model")
+        check_choice("norm", self.norm, tuple(NORMS))
+        check_choice("ffn", self.ffn, FFNS)
+        check_choice("attention", self.attention, tuple(ATTENTION_KERNELS))
+        check_window(self.window)
+        if self.window is not None and not self.causal:
+            raise ValueError(f"window: a sliding window limits causal attention, got window="
+                             f"{self.window} with causal=False")
+        if isinstance(self.n_experts, bool) or not isinstance(self.n_experts, (int, np.integer)) \
+                or self.n_experts < 0:
+            raise ValueError(f"n_experts: expected an integer >= 0 (0 = dense FFN), got {self.n_experts!r}")
+        if self.n_experts and (not isinstance(self.top_k, (int, np.integer))
+                               or not 1 <= self.top_k <= self.n_experts):
+            raise ValueError(f"top_k: expected an integer in [1, n_experts={self.n_experts}], "
+                             f"got {self.top_k!r}")
+
+    @property
+    def head_dim(self):
+        return self.d_model // self.n_heads
+
+    @property
+    def out_std(self):
+        """Init std of the projections that write into the residual stream (GPT-2's 1/sqrt(2 L))."""
+        return self.init_std / np.sqrt(2 * self.n_layers)
+
+
+def build_attention(config, rng, dtype):
+    """The self-attention a ``BlockConfig`` describes (kernel, causality, RoPE, GQA)."""
+    rope = None
+    if config.rope:
+        rope = Rotary(config.head_dim, config.rope_theta, config.rope_layout, config.rope_fraction)
+    return MultiHeadAttention(config.d_model, config.n_heads, config.n_kv_heads, config.attn_bias,
+                              rope=rope, window=config.window, rng=rng, dtype=dtype,
+                              out_std=config.out_std, kernel=ATTENTION_KERNELS[config.attention](),
+                              causal=config.causal)
+
+
+def build_ffn(config, rng, dtype):
+    """The position-wise network a ``BlockConfig`` describes: FFN, SwiGLU or a MoE of either."""
+    d, out_std = config.d_model, config.out_std
+    if config.n_experts:
+        return MoE(d, config.n_experts, config.top_k, hidden=config.ffn_hidden, expert=config.ffn,
+                   bias=config.ffn_bias, aux_weight=config.moe_aux_weight, rng=rng, dtype=dtype,
+                   out_std=out_std)
+    if config.ffn == "swiglu":
+        return SwiGLU(d, config.ffn_hidden, bias=config.ffn_bias, rng=rng, dtype=dtype, out_std=out_std)
+    check_choice("ffn", config.ffn, tuple(ACTIVATIONS))
+    return FFN(d, config.ffn_hidden, activation=config.ffn, bias=config.ffn_bias, rng=rng, dtype=dtype,
+               out_std=out_std)
+
+
+def build_norm(config, dtype):
+    """One norm of the kind and eps a ``BlockConfig`` names."""
+    return NORMS[config.norm](config.d_model, config.norm_eps, dtype)
+
+
+def build_block(config, rng, dtype=np.float32):
+    """One block as ``config`` describes it (a ``BlockConfig``, or a model config that makes one)."""
+    if not isinstance(config, BlockConfig):
+        config = config.block_config()
+    block = PreNormBlock if config.prenorm else PostNormBlock
+    return block(build_attention(config, rng, dtype), build_ffn(config, rng, dtype),
+                 build_norm(config, dtype), build_norm(config, dtype))

@@ -1,10 +1,12 @@
-"""Token embeddings and position information added to them.
+"""Token embeddings and the position information added to them.
 
 - ``Embedding``: looks up row ``id`` of a [V, d] table; backward scatters the
   gradient back, repeated ids accumulating (``np.add.at``).
 - ``LearnedPositions``: the same lookup on a [max_len, d] table of positions.
 - ``SinusoidalPositions``: the fixed table PE[p, 2i] = sin(p / 10000^(2i/d)),
   PE[p, 2i+1] = cos(p / 10000^(2i/d)); nothing to learn.
+- ``Embeddings``: the input stream of every backbone,
+  x = norm(scale * E[ids] + S[segments] + P[positions]), each part optional but E.
 """
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .module import Cache, Module, Parameter, check_ids, init_normal
+from .module import Cache, Module, Parameter, init_normal
+from .validate import check_ids, check_positions
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Embedding(Module):
         return self.weight.data[ids], LookupCache(ids)
 
     def backward(self, d_out, cache):
+        # forward: out[b, n] = W[ids[b, n]]; an id read twice receives both gradients
         d = self.weight.shape[1]
         np.add.at(self.weight.grad, cache.ids.reshape(-1), d_out.reshape(-1, d))
         return None  # integer ids have no gradient
@@ -40,12 +44,7 @@ class LearnedPositions(Embedding):
     """positions [N] or [B, N] (integers in [0, max_len)) -> learned vectors [..., d]."""
 
     def forward(self, positions):
-        positions = np.asarray(positions)
-        if positions.size and np.issubdtype(positions.dtype, np.integer) and \
-                positions.max() >= self.weight.shape[0]:
-            raise ValueError(f"positions: sequence reaches position {positions.max()} but the "
-                             f"position table has max_len {self.weight.shape[0]}")
-        return super().forward(positions)
+        return super().forward(check_positions("positions", positions, self.weight.shape[0]))
 
 
 def sinusoid_table(max_len, d, base=10000.0):
@@ -69,11 +68,7 @@ class SinusoidalPositions(Module):
         self.table = self.table.astype(dtype)
 
     def forward(self, positions):
-        positions = np.asarray(positions)
-        if positions.size and positions.max() >= len(self.table):
-            raise ValueError(f"positions: sequence reaches position {positions.max()} but the "
-                             f"sinusoid table has max_len {len(self.table)}")
-        positions = check_ids("positions", positions, len(self.table), "max_len")
+        positions = check_positions("positions", positions, len(self.table))
         return self.table[positions], LookupCache(positions)
 
     def backward(self, d_out, cache):
@@ -88,3 +83,59 @@ def position_table(kind, max_len, d, rng, std=0.02, dtype=np.float32):
     if kind == "sinusoidal":
         return SinusoidalPositions(max_len, d, dtype=dtype)
     return None
+
+
+# -- the input stream -------------------------------------------------------------------
+@dataclass(frozen=True)
+class EmbeddingsCache(Cache):
+    tokens: Cache
+    segments: Cache | None
+    positions: Cache | None
+    norm: Cache | None
+
+
+class Embeddings(Module):
+    """ids [B, N] -> x [B, N, d] = norm(scale * E[ids] + S[segments] + P[positions]).
+
+    ``tokens`` is an ``Embedding``; ``positions`` a position module or None (RoPE, none);
+    ``segments`` an ``Embedding`` of segment ids or None; ``norm`` a norm or None. The
+    parts belong to the backbone that passes them in, so their parameters keep the
+    backbone's names (``tokens.weight``, ``positions.weight`` ...).
+    """
+
+    def __init__(self, tokens, positions=None, segments=None, norm=None, scale=1.0):
+        self.tokens, self.positions, self.segments, self.norm = tokens, positions, segments, norm
+        self.scale = scale
+
+    def forward(self, ids, positions=None, segments=None):
+        """``positions`` [N] or [B, N] (default 0..N-1); ``segments`` [B, N] (default all 0)."""
+        x, tokens = self.tokens.forward(ids)                             # [B, N, d]
+        if self.scale != 1.0:
+            x = x * self.scale
+        segment_cache = position_cache = norm_cache = None
+        if self.segments is not None:
+            segments = np.zeros(np.shape(ids), np.int64) if segments is None else segments
+            s, segment_cache = self.segments.forward(segments)         # [B, N, d]
+            x = x + s
+        if self.positions is not None:
+            positions = np.arange(np.shape(ids)[-1]) if positions is None else positions
+            p, position_cache = self.positions.forward(positions)      # [N, d] or [B, N, d]
+            x = x + p
+        if self.norm is not None:
+            x, norm_cache = self.norm.forward(x)
+        return x, EmbeddingsCache(tokens, segment_cache, position_cache, norm_cache)
+
+    def backward(self, d_out, cache):
+        """Accumulates into every table's gradient; ids have none, so returns None."""
+        d_x = d_out
+        if self.norm is not None:
+            d_x = self.norm.backward(d_x, cache.norm)
+        if self.positions is not None:
+            # forward: x = ... + P[positions]; positions [N] are shared by every row of the batch
+            shared = cache.positions.ids.ndim == 1
+            self.positions.backward(d_x.sum(axis=0) if shared else d_x, cache.positions)
+        if self.segments is not None:
+            self.segments.backward(d_x, cache.segments)
+        # forward: x = scale * E[ids] + ...
+        self.tokens.backward(d_x * self.scale if self.scale != 1.0 else d_x, cache.tokens)
+        return None

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .attention import padding_mask
-from .embedding import Embedding, position_table
-from .model import DecoderConfig, build_block
-from .module import Cache, ConfigDict, Module, check_ids
-from .norm import NORMS
+from .block import BlockConfig, build_block, build_norm
+from .embedding import Embedding, Embeddings, position_table
+from .module import Cache, ConfigDict, Module
+from .validate import check_choice, check_ids, check_key_mask, check_token_ids  # noqa: F401
 
 ENCODER_POSITIONS = ("learned", "sinusoidal", "rope", "none")
 
@@ -76,8 +76,7 @@ class EncoderConfig(ConfigDict):
         self.check_positive("vocab_size", "d_model", "n_heads", "n_layers", "max_len")
         if not isinstance(self.type_vocab_size, (int, np.integer)) or self.type_vocab_size < 0:
             raise ValueError(f"type_vocab_size: expected an integer >= 0, got {self.type_vocab_size!r}")
-        if self.positions not in ENCODER_POSITIONS:
-            raise ValueError(f"positions: expected one of {ENCODER_POSITIONS}, got {self.positions!r}")
+        check_choice("positions", self.positions, ENCODER_POSITIONS)
         self.block_config()          # width / heads / norm / ffn checks, with their messages
 
     @property
@@ -85,41 +84,19 @@ class EncoderConfig(ConfigDict):
         return self.prenorm if self.final_norm is None else self.final_norm
 
     def block_config(self):
-        """The ``DecoderConfig`` that ``build_block`` reads (bidirectional, same layer recipe)."""
-        return DecoderConfig(vocab_size=self.vocab_size, d_model=self.d_model, n_heads=self.n_heads,
-                             n_kv_heads=self.n_kv_heads, n_layers=self.n_layers, max_len=self.max_len,
-                             positions=self.positions, norm=self.norm, ffn=self.ffn,
-                             ffn_hidden=self.ffn_hidden, prenorm=self.prenorm, causal=False,
-                             attn_bias=self.attn_bias, ffn_bias=self.ffn_bias, norm_eps=self.norm_eps,
-                             rope_theta=self.rope_theta, init_std=self.init_std)
-
-
-def check_key_mask(name, key_mask, shape):
-    """None, or a boolean array of exactly ``shape`` ([B, N]); else a ValueError naming ``name``."""
-    if key_mask is None:
-        return None
-    key_mask = np.asarray(key_mask)
-    if key_mask.dtype != bool or key_mask.shape != shape:
-        raise ValueError(f"{name}: expected a boolean array of shape {shape} (True at real tokens), "
-                         f"got {key_mask.dtype} of shape {key_mask.shape}")
-    return key_mask
-
-
-def check_token_ids(name, ids, vocab_size):
-    """Integer ids of shape [B, N] in [0, vocab_size)."""
-    ids = check_ids(name, ids, vocab_size)
-    if ids.ndim != 2:
-        raise ValueError(f"{name}: expected a [B, N] array of token ids, got shape {ids.shape}")
-    return ids
+        """The ``BlockConfig`` of every layer: the layer recipe, bidirectional (no causal rule)."""
+        return BlockConfig(
+            d_model=self.d_model, n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
+            n_layers=self.n_layers, norm=self.norm, norm_eps=self.norm_eps, ffn=self.ffn,
+            ffn_hidden=self.ffn_hidden, ffn_bias=self.ffn_bias, attn_bias=self.attn_bias,
+            prenorm=self.prenorm, causal=False, rope=self.positions == "rope",
+            rope_theta=self.rope_theta, init_std=self.init_std)
 
 
 # -- the encoder ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class EncoderCache(Cache):
-    tokens: Cache
-    positions: Cache | None
-    segments: Cache | None
-    embed_norm: Cache | None
+    embed: Cache
     blocks: tuple
     final_norm: Cache | None
 
@@ -163,11 +140,12 @@ class Encoder(Module):
         self.segments = None
         if config.type_vocab_size:
             self.segments = Embedding(config.type_vocab_size, d, rng, std, dtype)
-        norm = NORMS[config.norm]
-        self.embed_norm = norm(d, config.norm_eps, dtype) if config.embed_norm else None
         block_config = config.block_config()
+        self.embed_norm = build_norm(block_config, dtype) if config.embed_norm else None
+        self.embed = Embeddings(self.tokens, self.positions, self.segments, self.embed_norm,
+                                scale=config.embed_scale)
         self.blocks = [build_block(block_config, rng, dtype) for _ in range(config.n_layers)]
-        self.final_norm = norm(d, config.norm_eps, dtype) if config.use_final_norm else None
+        self.final_norm = build_norm(block_config, dtype) if config.use_final_norm else None
 
     def forward(self, ids, key_mask=None, segments=None):
         """ids [B, N] -> (states [B, N, d], cache).
@@ -185,55 +163,30 @@ class Encoder(Module):
         if self.segments is None and segments is not None:
             raise ValueError("segments: this encoder has no segment embedding (type_vocab_size=0), "
                              "got segment ids")
-
-        x, tok_cache = self.tokens.forward(ids)                         # [B, N, d]
-        if c.embed_scale != 1.0:
-            x = x * x.dtype.type(c.embed_scale)
-        seg_cache = None
-        if self.segments is not None:
-            if segments is None:
-                segments = np.zeros((B, N), np.int64)
+        if segments is not None:
             segments = check_ids("segments", segments, c.type_vocab_size, "type_vocab_size")
             if segments.shape != (B, N):
                 raise ValueError(f"segments: expected shape {(B, N)}, got {segments.shape}")
-            seg, seg_cache = self.segments.forward(segments)             # [B, N, d]
-            x = x + seg
-        pos_cache = None
-        if self.positions is not None:
-            pos, pos_cache = self.positions.forward(np.arange(N))       # [N, d]
-            x = x + pos
-        norm_cache = None
-        if self.embed_norm is not None:
-            x, norm_cache = self.embed_norm.forward(x)
 
+        x, embed = self.embed.forward(ids, np.arange(N), segments)      # [B, N, d]
         mask = None if key_mask is None else padding_mask(key_mask=key_mask)   # [B, 1, 1, N]
-        block_caches = []
+        blocks = []
         for block in self.blocks:
-            x, bc = block.forward(x, mask)
-            block_caches.append(bc)
+            x, block_cache = block.forward(x, mask)
+            blocks.append(block_cache)
         final_cache = None
         if self.final_norm is not None:
             x, final_cache = self.final_norm.forward(x)
-        return x, EncoderCache(tok_cache, pos_cache, seg_cache, norm_cache, tuple(block_caches),
-                               final_cache)
+        return x, EncoderCache(embed, tuple(blocks), final_cache)
 
-    def backward(self, d_states, cache):
+    def backward(self, d_out, cache):
         """Accumulates every parameter's gradient; ids have none, so returns None."""
-        d_x = d_states
+        d_x = d_out
         if self.final_norm is not None:
             d_x = self.final_norm.backward(d_x, cache.final_norm)
-        for block, bc in zip(reversed(self.blocks), reversed(cache.blocks)):
-            d_x = block.backward(d_x, bc)
-        if self.embed_norm is not None:
-            d_x = self.embed_norm.backward(d_x, cache.embed_norm)
-        if self.positions is not None:
-            self.positions.backward(d_x.sum(axis=0), cache.positions)  # one row per position
-        if self.segments is not None:
-            self.segments.backward(d_x, cache.segments)
-        if self.config.embed_scale != 1.0:
-            d_x = d_x * d_x.dtype.type(self.config.embed_scale)
-        self.tokens.backward(d_x, cache.tokens)
-        return None
+        for block, block_cache in zip(reversed(self.blocks), reversed(cache.blocks)):
+            d_x = block.backward(d_x, block_cache)
+        return self.embed.backward(d_x, cache.embed)
 
     def sentence_vector(self, ids, key_mask=None, segments=None, normalize=True):
         """Inference convenience: mean over real tokens of the states [B, d], unit length if ``normalize``."""
@@ -289,9 +242,10 @@ def l2_normalize_forward(x, eps=1e-12):
     return y, L2NormalizeCache(y, length, clamped)
 
 
-def l2_normalize_backward(dy, cache):
-    """dx from dy for y = x / |x|."""
-    # dx = (dy - y (y . dy)) / |x|: only the part of dy across the sphere survives.
+def l2_normalize_backward(d_out, cache):
+    """d_x from d_out for y = x / |x|."""
+    # forward: y = x / |x|; d_x = (d_out - y (y . d_out)) / |x|: only the part of d_out
+    # across the sphere survives (where |x| < eps, y = x / eps is a plain scaling)
     y, length = cache.y, cache.length
-    across = dy - y * np.sum(y * dy, axis=-1, keepdims=True)
-    return np.where(cache.clamped, dy, across) / length
+    across = d_out - y * np.sum(y * d_out, axis=-1, keepdims=True)
+    return np.where(cache.clamped, d_out, across) / length

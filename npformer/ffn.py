@@ -3,6 +3,10 @@
 FFN(x)    = act(x W1 + b1) W2 + b2              (act: ReLU, GELU or its tanh form)
 SwiGLU(x) = (SiLU(x W_gate) * (x W_up)) W_down  (a gated variant, Llama-style)
 Without the activation the two projections would collapse into one: x W1 W2.
+
+Backward of SwiGLU, with g = SiLU(x W_gate), u = x W_up and h = g * u:
+    d_h = d_y W_down^T;   d_g = d_h * u;   d_u = d_h * g
+and x receives the sum of what its two projections send back.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import numpy as np
 from .functional import ACTIVATIONS, silu_backward, silu_forward
 from .linear import Linear
 from .module import Cache, Module
+from .validate import check_choice
 
 
 @dataclass(frozen=True)
@@ -27,10 +32,8 @@ class FFN(Module):
 
     def __init__(self, d, hidden=None, mult=4, activation="gelu", bias=True, rng=None,
                  dtype=np.float32, out_std=None):
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation: expected one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.activation = check_choice("activation", activation, sorted(ACTIVATIONS))
         hidden = mult * d if hidden is None else hidden
-        self.activation = activation
         self.up = Linear(d, hidden, bias, rng, dtype=dtype)
         self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)
 
@@ -41,10 +44,11 @@ class FFN(Module):
         y, down = self.down.forward(a)             # [..., d]
         return y, FFNCache(up, act, down)
 
-    def backward(self, d_y, cache):
+    def backward(self, d_out, cache):
         _, act_backward = ACTIVATIONS[self.activation]
-        d_a = self.down.backward(d_y, cache.down)
-        return self.up.backward(act_backward(d_a, cache.act), cache.up)
+        d_a = self.down.backward(d_out, cache.down)          # forward: y = a W2 + b2
+        d_h = act_backward(d_a, cache.act)                   # forward: a = act(h)
+        return self.up.backward(d_h, cache.up)               # forward: h = x W1 + b1
 
 
 @dataclass(frozen=True)
@@ -67,14 +71,15 @@ class SwiGLU(Module):
         self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)
 
     def forward(self, x):
-        g, gate = self.gate.forward(x)
+        g, gate = self.gate.forward(x)                       # [..., hidden]
         value, up = self.up.forward(x)
         gated, silu = silu_forward(g)
-        y, down = self.down.forward(gated * value)
+        y, down = self.down.forward(gated * value)           # [..., d]
         return y, SwiGLUCache(gate, up, silu, gated, value, down)
 
-    def backward(self, d_y, cache):
-        d_h = self.down.backward(d_y, cache.down)           # gradient of gated * value
-        d_x = self.up.backward(d_h * cache.gated, cache.up)
-        d_x += self.gate.backward(silu_backward(d_h * cache.value, cache.silu), cache.gate)
-        return d_x
+    def backward(self, d_out, cache):
+        d_h = self.down.backward(d_out, cache.down)          # forward: y = (gated * value) W_down
+        d_x_up = self.up.backward(d_h * cache.gated, cache.up)
+        d_g = silu_backward(d_h * cache.value, cache.silu)   # forward: gated = SiLU(g)
+        d_x_gate = self.gate.backward(d_g, cache.gate)
+        return d_x_up + d_x_gate                             # x feeds both projections

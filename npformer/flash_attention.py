@@ -1,9 +1,8 @@
 """Blockwise attention with an online softmax (the FlashAttention recurrence), forward and backward.
 
-Plain attention builds the whole [B, H, N, M] score table. Here the keys are read
-one block of ``block_size`` at a time, and each query row keeps a running maximum
-m, a running denominator l and a running weighted sum acc. When a new block of
-scores s arrives:
+Plain attention builds the whole [B, H, N, M] score table. Here the keys are read one
+block of ``block_size`` at a time, and each query row keeps a running maximum m, a
+running denominator l and a running weighted sum acc. When a block of scores s arrives:
 
     m_new = max(m, max_j s_j)
     l     = l * exp(m - m_new) + sum_j exp(s_j - m_new)
@@ -11,26 +10,30 @@ scores s arrives:
     out   = acc / l                       (after the last block)
 
 which is exactly softmax(s) V, without ever holding more than one block of scores.
-Backward keeps only the log-sum-exp per row, lse = m + log l, and recomputes each
-block's weights as p = exp(s - lse). With D_i = sum_d dout_id out_id (equal to
-sum_j dp_ij p_ij, so a reduction over the head width instead of over the keys):
 
-    dV += p^T dout,   dp = dout V^T,   ds = p (dp - D) scale,   dQ += ds K,   dK += ds^T Q
+Backward keeps only the log-sum-exp of each row, lse = m + log l, and recomputes each
+block's weights as p = exp(s - lse). With delta_i = sum_d dout_id out_id (equal to
+sum_j dp_ij p_ij: a sum over the head width instead of over the keys):
 
-Memory is linear in the length: the queries, outputs, lse and one [N, block] tile.
-The Python loop runs over key blocks (N / block_size of them), never over positions.
-Masks: ``causal=True`` and ``window`` are computed per block from positions (no [N, M]
-table); a boolean ``mask`` broadcasting to [B, H, N, M] may be given as well
-(a padding mask [B, 1, 1, M] costs nothing; a full [N, M] table defeats the purpose).
-Grouped-query attention: query head h reads key/value head h // (H / H_kv).
+    dV += p^T dout,   dp = dout V^T,   ds = p (dp - delta) scale,   dQ += ds K,   dK += ds^T Q
+
+Memory is linear in the length: the queries, outputs, lse and one [N, block] tile of
+scores. The Python loop runs over key blocks (M / block_size of them), never over
+positions. The causal rule (``causal``, ``window``) is applied tile by tile from
+positions with ``attention.may_read``; a boolean ``mask`` broadcasting to [B, H, N, M]
+may be given as well (a padding mask [B, 1, 1, M] costs nothing).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .module import Cache, check_mask, check_qkv, check_window
+from .attention import may_read, repeat_kv, sum_groups
+from .module import Cache
+from .track import fast_twin
+from .validate import check_mask, check_positive, check_qkv, check_window
 
 
 @dataclass(frozen=True)
@@ -49,167 +52,112 @@ class FlashAttentionCache(Cache):
     @property
     def weights(self):
         """The [B, H, N, M] attention weights, recomputed from lse (for inspection only)."""
-        q, k = self.q, self.k
-        B, H, N, D = q.shape
-        H_kv, M = k.shape[1], k.shape[2]
-        rows = _grouped(q, H_kv)                                       # [B, H_kv, N*G, D]
-        scores = (rows @ k.swapaxes(-1, -2)) * q.dtype.type(self.scale)
-        allowed = _block_allowed(self, 0, N, 0, M, H // H_kv)
-        if allowed is not None:
-            np.copyto(scores, -np.inf, where=~allowed)
-        lse = _grouped(self.lse[..., None], H_kv)                       # [B, H_kv, N*G, 1]
-        weights = np.exp(scores - np.where(np.isfinite(lse), lse, 0))   # masked: exp(-inf) = 0
-        return _ungrouped(weights, H)
+        M = self.k.shape[2]
+        scores = block_scores(self, 0, M)
+        lse = self.lse[..., None]
+        return np.exp(scores - np.where(np.isfinite(lse), lse, np.inf))
 
 
-# -- layout helpers ------------------------------------------------------------------------
-def _grouped(x, H_kv):
-    """[B, H, N, F] -> [B, H_kv, N*G, F], row n*G + g = query head g of group, position n.
-
-    Position-major rows make "the queries at positions r0..r1" one contiguous
-    slice [r0*G : r1*G], and each group reads its shared K/V head by a plain matmul.
-    """
-    B, H, N, F = x.shape
-    G = H // H_kv
-    return np.ascontiguousarray(x.reshape(B, H_kv, G, N, F).swapaxes(2, 3)).reshape(B, H_kv, N * G, F)
-
-
-def _ungrouped(x, H):
-    """The inverse of ``_grouped``: [B, H_kv, N*G, F] -> [B, H, N, F]."""
-    B, H_kv, NG, F = x.shape
-    G = H // H_kv
-    return np.ascontiguousarray(x.reshape(B, H_kv, NG // G, G, F).swapaxes(2, 3)).reshape(B, H, NG // G, F)
+def block_scores(cache, start, stop):
+    """Masked, scaled scores [B, H, N, stop - start] of the keys start..stop-1 (-inf where masked)."""
+    q, k = cache.q, cache.k
+    B, H, N, _ = q.shape
+    M = k.shape[2]
+    k_heads = repeat_kv(k[:, :, start:stop], H // k.shape[1])             # [B, H, bk, D]
+    scores = q @ k_heads.swapaxes(-1, -2) * cache.scale                    # [B, H, N, bk]
+    allowed = np.ones(scores.shape, bool)
+    if cache.causal or cache.window is not None:
+        query_pos = np.arange(M - N, M)[:, None]                          # the last N of M
+        allowed = allowed & may_read(query_pos, np.arange(start, stop)[None, :], cache.window)
+    if cache.mask is not None:
+        allowed = allowed & np.broadcast_to(cache.mask, (B, H, N, M))[..., start:stop]
+    return np.where(allowed, scores, -np.inf)
 
 
-def _query_range(c, j0, j1, N, M):
-    """Positions r0..r1 of the queries that can read any key in j0..j1 (causal / window)."""
-    offset = M - N                                  # queries are the last N of M positions
-    r0, r1 = 0, N
-    if c.causal or c.window is not None:
-        r0 = max(0, j0 - offset)
-    if c.window is not None:
-        r1 = min(N, j1 - 1 + c.window - offset)
-    return r0, max(r0, r1)
-
-
-def _block_allowed(c, r0, r1, j0, j1, G):
-    """Boolean [B or 1, H_kv or 1, (r1-r0)*G, j1-j0] "may read" table of one tile, or None (all True)."""
-    N, M = c.q.shape[2], c.k.shape[2]
-    allowed = None
-    if c.causal or c.window is not None:
-        query_pos = np.repeat(np.arange(r0, r1) + (M - N), G)[:, None]     # [(r1-r0)*G, 1]
-        key_pos = np.arange(j0, j1)[None, :]
-        allowed = key_pos <= query_pos
-        if c.window is not None:
-            allowed &= key_pos > query_pos - c.window
-        allowed = None if allowed.all() else allowed
-    if c.mask is not None:
-        B, H = c.q.shape[:2]
-        H_kv = c.k.shape[1]
-        tile = np.broadcast_to(c.mask, (B, H, N, M))[:, :, r0:r1, j0:j1]
-        tile = _grouped(tile, H_kv)                                         # [B, H_kv, rows, cols]
-        allowed = tile if allowed is None else allowed & tile
-    return allowed
-
-
-def _check(q, k, v, mask, window, block_size):
+def flash_settings(q, k, v, mask, scale, causal, window, block_size):
+    """Validated inputs, as a cache without ``out`` and ``lse`` (the tiles read their settings there)."""
     B, H, N, D, H_kv, M = check_qkv(q, k, v)
-    if not isinstance(block_size, (int, np.integer)) or block_size < 1:
-        raise ValueError(f"block_size: expected an integer >= 1, got {block_size!r}")
-    check_window(window)
-    return check_mask(mask, (B, H, N, M))
+    mask = check_mask(mask, (B, H, N, M))
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    return FlashAttentionCache(q, k, v, None, None, mask, scale, bool(causal), check_window(window),
+                               int(check_positive("block_size", block_size)))
 
 
-# -- forward --------------------------------------------------------------------------------
+@fast_twin
 def flash_attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None, block_size=128):
     """q [B, H, N, D], k [B, H_kv, M, D], v [B, H_kv, M, Dv] -> out [B, H, N, Dv], equal to
     ``attention_forward`` with the same masking, computed ``block_size`` keys at a time.
 
-    ``causal``: query i (the last N of M positions) reads keys j <= its position, as
-    ``causal_mask(N, M)``; ``window``: also at most the ``window`` most recent keys, as
-    ``sliding_window_mask``; ``mask``: any further boolean mask (True = may read).
-    A row with no readable key gets a zero output. ``scale`` defaults to 1/sqrt(D).
-    The cache keeps ``out`` itself (backward reads it): do not modify it in place.
+    ``causal``: query i (the last N of M positions) reads keys j <= its position; ``window``:
+    also at most the ``window`` most recent keys; ``mask``: any further boolean mask. A row
+    with no readable key gets a zero output. ``scale`` defaults to 1/sqrt(D).
     """
-    mask = _check(q, k, v, mask, window, block_size)
-    B, H, N, D = q.shape
-    H_kv, M, Dv = k.shape[1], k.shape[2], v.shape[3]
-    G = H // H_kv
-    dtype = q.dtype
-    scale = float(1.0 / np.sqrt(D) if scale is None else scale)
-    # The masking settings for the tile helpers (out and lse are only known at the end).
-    c = FlashAttentionCache(q, k, v, None, None, mask, scale, bool(causal), window, int(block_size))
-    rows = _grouped(q, H_kv)                                  # [B, H_kv, N*G, D]
-    running_max = np.full((B, H_kv, N * G, 1), -np.inf, dtype)
-    total = np.zeros((B, H_kv, N * G, 1), dtype)              # l: running denominator
-    acc = np.zeros((B, H_kv, N * G, Dv), dtype)               # running sum of weights @ V
-    for j0 in range(0, M, block_size):
-        j1 = min(M, j0 + block_size)
-        r0, r1 = _query_range(c, j0, j1, N, M)
-        if r0 >= r1:
-            continue
-        sl = slice(r0 * G, r1 * G)
-        scores = rows[:, :, sl] @ k[:, :, j0:j1].swapaxes(-1, -2)   # [B, H_kv, R, bk]
-        scores *= dtype.type(scale)
-        allowed = _block_allowed(c, r0, r1, j0, j1, G)
-        if allowed is not None:
-            np.copyto(scores, -np.inf, where=~allowed)
-        block_max = scores.max(axis=-1, keepdims=True)
-        new_max = np.maximum(running_max[:, :, sl], block_max)
-        safe_max = np.where(np.isfinite(new_max), new_max, 0).astype(dtype, copy=False)
-        scores -= safe_max
-        weights = np.exp(scores, out=scores)                  # unnormalised, in place
-        rescale = np.exp(running_max[:, :, sl] - safe_max)    # exp(m - m_new); 0 when m = -inf
-        total[:, :, sl] *= rescale
-        total[:, :, sl] += weights.sum(axis=-1, keepdims=True)
-        acc[:, :, sl] *= rescale
-        acc[:, :, sl] += weights @ v[:, :, j0:j1]
-        running_max[:, :, sl] = new_max
+    settings = flash_settings(q, k, v, mask, scale, causal, window, block_size)
+    B, H, N, _ = q.shape
+    M, Dv = k.shape[2], v.shape[3]
+    v_heads = repeat_kv(v, H // k.shape[1])                               # [B, H, M, Dv]
+    running_max = np.full((B, H, N, 1), -np.inf, q.dtype)                # m
+    total = np.zeros((B, H, N, 1), q.dtype)                               # l
+    acc = np.zeros((B, H, N, Dv), q.dtype)                                # sum of p v so far
+    for start in range(0, M, settings.block_size):
+        stop = min(M, start + settings.block_size)
+        scores = block_scores(settings, start, stop)                      # [B, H, N, bk]
+        new_max = np.maximum(running_max, scores.max(axis=-1, keepdims=True))
+        safe_max = np.where(np.isfinite(new_max), new_max, 0)             # nothing readable yet
+        p = np.exp(scores - safe_max)                                     # this block's weights
+        rescale = np.exp(running_max - safe_max)                          # exp(m - m_new)
+        total = total * rescale + p.sum(axis=-1, keepdims=True)
+        acc = acc * rescale + p @ v_heads[:, :, start:stop]
+        running_max = new_max
     readable = total > 0
-    acc /= np.where(readable, total, 1)
-    with np.errstate(divide="ignore"):
-        lse = np.where(readable, running_max + np.log(np.where(readable, total, 1)), -np.inf)
-    out = _ungrouped(acc, H)                                   # [B, H, N, Dv]
-    lse = _ungrouped(lse.astype(dtype, copy=False), H)[..., 0]  # [B, H, N]
-    return out, FlashAttentionCache(q, k, v, out, lse, mask, scale, bool(causal), window, int(block_size))
+    out = acc / np.where(readable, total, 1)
+    lse = np.where(readable, running_max + np.log(np.where(readable, total, 1)), -np.inf)
+    return out, FlashAttentionCache(q, k, v, out, lse[..., 0], settings.mask, settings.scale,
+                                    settings.causal, settings.window, settings.block_size)
 
 
-# -- backward --------------------------------------------------------------------------------
+@fast_twin
 def flash_attention_backward(d_out, cache):
-    """-> (dq, dk, dv), recomputing each block's weights from the stored log-sum-exp."""
-    c = cache
-    q, k, v = c.q, c.k, c.v
-    B, H, N, D = q.shape
-    H_kv, M = k.shape[1], k.shape[2]
-    G = H // H_kv
-    dtype = q.dtype
-    scale = dtype.type(c.scale)
-    rows = _grouped(q, H_kv)                                   # [B, H_kv, N*G, D]
-    d_rows = _grouped(d_out, H_kv)                             # [B, H_kv, N*G, Dv]
-    lse = _grouped(c.lse[..., None], H_kv)                     # [B, H_kv, N*G, 1]
-    lse = np.where(np.isfinite(lse), lse, np.inf).astype(dtype, copy=False)   # unreadable row: p = 0
-    # D_i = sum_j dp_ij p_ij = sum_d dout_id out_id: one reduction over the head width.
-    delta = np.sum(d_rows * _grouped(c.out, H_kv), axis=-1, keepdims=True)   # [B, H_kv, N*G, 1]
-    dq = np.zeros_like(rows)
-    dk, dv = np.zeros_like(k), np.zeros_like(v)
-    for j0 in range(0, M, c.block_size):
-        j1 = min(M, j0 + c.block_size)
-        r0, r1 = _query_range(c, j0, j1, N, M)
-        if r0 >= r1:
-            continue
-        sl = slice(r0 * G, r1 * G)
-        scores = rows[:, :, sl] @ k[:, :, j0:j1].swapaxes(-1, -2)            # [B, H_kv, R, bk]
-        scores *= scale
-        allowed = _block_allowed(c, r0, r1, j0, j1, G)
-        if allowed is not None:
-            np.copyto(scores, -np.inf, where=~allowed)
-        scores -= lse[:, :, sl]
-        weights = np.exp(scores, out=scores)                                  # p, in place
-        dv[:, :, j0:j1] += weights.swapaxes(-1, -2) @ d_rows[:, :, sl]
-        d_scores = d_rows[:, :, sl] @ v[:, :, j0:j1].swapaxes(-1, -2)         # dp
-        d_scores -= delta[:, :, sl]
-        d_scores *= weights
-        d_scores *= scale                                                     # ds
-        dq[:, :, sl] += d_scores @ k[:, :, j0:j1]
-        dk[:, :, j0:j1] += d_scores.swapaxes(-1, -2) @ rows[:, :, sl]
-    return _ungrouped(dq, H), dk, dv
+    """-> (d_q, d_k, d_v), recomputing each block's weights from the stored log-sum-exp."""
+    q, k, v = cache.q, cache.k, cache.v
+    group, M = q.shape[1] // k.shape[1], k.shape[2]
+    k_heads, v_heads = repeat_kv(k, group), repeat_kv(v, group)           # [B, H, M, D]
+    lse = cache.lse[..., None]
+    lse = np.where(np.isfinite(lse), lse, np.inf)                         # unreadable row: p = 0
+    delta = np.sum(d_out * cache.out, axis=-1, keepdims=True)             # [B, H, N, 1]
+    d_q = np.zeros_like(q)
+    d_k_heads, d_v_heads = np.zeros_like(k_heads), np.zeros_like(v_heads)
+    for start in range(0, M, cache.block_size):
+        keys = slice(start, min(M, start + cache.block_size))
+        # forward: p = exp(s - lse), the block's normalised weights
+        p = np.exp(block_scores(cache, keys.start, keys.stop) - lse)      # [B, H, N, bk]
+        # forward: out = sum over blocks of p @ v
+        d_v_heads[:, :, keys] += p.swapaxes(-1, -2) @ d_out
+        d_p = d_out @ v_heads[:, :, keys].swapaxes(-1, -2)
+        # forward: p = softmax(s) over the whole row; s = q k^T * scale
+        d_scores = p * (d_p - delta) * cache.scale
+        d_q += d_scores @ k_heads[:, :, keys]
+        d_k_heads[:, :, keys] += d_scores.swapaxes(-1, -2) @ q
+    return d_q, sum_groups(d_k_heads, group), sum_groups(d_v_heads, group)
+
+
+class BlockwiseAttention:
+    """The attention kernel that reads ``block_size`` keys at a time (``flash_attention_forward``).
+
+    A drop-in for ``attention.DotProductAttention`` inside ``MultiHeadAttention``: no
+    [B, H, N, M] table is kept, only a log-sum-exp per query.
+    """
+
+    name = "flash"
+
+    def __init__(self, block_size=128):
+        self.block_size = check_positive("block_size", block_size)
+
+    def forward(self, q, k, v, mask=None, causal=False, window=None):
+        """``flash_attention_forward`` with this kernel's block size."""
+        return flash_attention_forward(q, k, v, mask, causal=causal, window=window,
+                                       block_size=self.block_size)
+
+    def backward(self, d_out, cache):
+        """``flash_attention_backward``."""
+        return flash_attention_backward(d_out, cache)

@@ -1,7 +1,17 @@
 """Stateless maths as forward/backward pairs: softmax, log-softmax, ReLU, GELU, SiLU.
 
 Every pair follows the module protocol: ``y, cache = f_forward(x)`` and
-``dx = f_backward(dy, cache)``. ``FUNCTION_PAIRS`` lists them by name.
+``d_x = f_backward(d_out, cache)``. ``FUNCTION_PAIRS`` lists them by name.
+
+The backward formulas, for an upstream gradient dy:
+
+    softmax      y = e^(x - max) / sum e^(x - max)     dx = y * (dy - sum(dy * y))
+    log-softmax  y = x - max - log sum e^(x - max)     dx = dy - p * sum(dy),  p = e^y
+    ReLU         y = max(x, 0)                         dx = dy * [x > 0]
+    GELU         y = x Phi(x)                          dx = dy * (Phi(x) + x phi(x))
+    tanh-GELU    y = x (1 + t) / 2, t = tanh(u),       dx = dy * ((1 + t) / 2 + x (1 - t^2) u' / 2)
+                 u = c (x + a x^3)                          u' = c (1 + 3 a x^2)
+    SiLU         y = x s, s = sigmoid(x)               dx = dy * s (1 + x (1 - s))
 """
 from __future__ import annotations
 
@@ -9,9 +19,15 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import erf
+from scipy.special import erf, expit
 
 from .module import Cache
+from .track import fast_twin
+
+
+def sum_over_positions(a):
+    """[..., F] -> [F]: the sum over every axis but the last (a bias or gain gradient)."""
+    return a.reshape(-1, a.shape[-1]).sum(axis=0)
 
 
 # -- softmax ------------------------------------------------------------------
@@ -21,38 +37,30 @@ class SoftmaxCache(Cache):
     axis: int
 
 
+@fast_twin
 def softmax_forward(x, axis=-1, mask=None):
     """a_j = exp(s_j - max s) / sum_k exp(s_k - max s), only over entries where ``mask`` is True.
 
     ``mask`` is boolean and broadcasts against ``x``; False entries get weight exactly 0.
     A row with no True entry (fully masked) returns all zeros, never NaN.
     """
-    y = np.where(mask, x, x.dtype.type(-np.inf)) if mask is not None else x.copy()
-    softmax_inplace(y, axis)
+    if mask is not None:
+        x = np.where(mask, x, -np.inf)                   # a masked score can never win
+    peak = np.max(x, axis=axis, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0)          # a fully masked row has no maximum
+    e = np.exp(x - peak)                                 # every exponent <= 0: no overflow
+    total = np.sum(e, axis=axis, keepdims=True)
+    y = e / np.where(total > 0, total, 1)                # a fully masked row stays all 0
     return y, SoftmaxCache(y, axis)
 
 
-def softmax_inplace(scores, axis=-1):
-    """Overwrite ``scores`` (masked entries already -inf) with their softmax; returns it.
-
-    One array for the whole computation: shift, exp and normalise write in place
-    (a fresh temporary per step costs more than the arithmetic on large tables).
-    """
-    peak = np.max(scores, axis=axis, keepdims=True)
-    peak[~np.isfinite(peak)] = 0                                # fully masked rows
-    scores -= peak
-    np.exp(scores, out=scores)
-    total = np.sum(scores, axis=axis, keepdims=True)
-    total[total == 0] = 1                                       # fully masked rows stay 0
-    scores *= 1 / total                                         # one division per row
-    return scores
-
-
-def softmax_backward(dy, cache):
+@fast_twin
+def softmax_backward(d_out, cache):
     """Gradient of the scores from the gradient of the weights."""
-    # dx_i = y_i (dy_i - sum_j dy_j y_j); masked entries have y = 0, so dx = 0 there.
     y = cache.y
-    return y * (dy - np.sum(dy * y, axis=cache.axis, keepdims=True))
+    # forward: y = e / sum(e). Each y_i depends on every x_j: dx_i = y_i (dy_i - sum_j dy_j y_j).
+    # A masked entry has y = 0, so its gradient is 0 too.
+    return y * (d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True))
 
 
 def softmax(x, axis=-1, mask=None):
@@ -70,15 +78,15 @@ class LogSoftmaxCache(Cache):
 def log_softmax_forward(x, axis=-1):
     """log softmax(x) = x - max - log sum exp(x - max), stable for huge scores."""
     shifted = x - np.max(x, axis=axis, keepdims=True)
-    e = np.exp(shifted)
-    total = np.sum(e, axis=axis, keepdims=True)
-    return shifted - np.log(total), LogSoftmaxCache(e / total, axis)
+    log_total = np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    y = shifted - log_total
+    return y, LogSoftmaxCache(np.exp(y), axis)
 
 
-def log_softmax_backward(dy, cache):
+def log_softmax_backward(d_out, cache):
     """Gradient of the input from the gradient of the log-probabilities."""
-    # dx_i = dy_i - p_i sum_j dy_j
-    return dy - cache.probs * np.sum(dy, axis=cache.axis, keepdims=True)
+    # forward: y_i = x_i - log sum_j e^x_j, so dx_i = dy_i - p_i sum_j dy_j
+    return d_out - cache.probs * np.sum(d_out, axis=cache.axis, keepdims=True)
 
 
 # -- ReLU -----------------------------------------------------------------------
@@ -92,33 +100,37 @@ def relu_forward(x):
     return np.maximum(x, 0), ActivationCache(x)
 
 
-def relu_backward(dy, cache):
-    """Passes dy where x > 0, zero elsewhere."""
-    return dy * (cache.x > 0)
+def relu_backward(d_out, cache):
+    """Passes d_out where x > 0, zero elsewhere."""
+    return d_out * (cache.x > 0)
 
 
 # -- GELU, exact -------------------------------------------------------------------
-_SQRT_HALF = 1.0 / math.sqrt(2.0)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+def _phi(x):
+    """The standard normal density."""
+    return np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+
+
+def _Phi(x):
+    """The standard normal cumulative distribution."""
+    return 0.5 * (1 + erf(x / math.sqrt(2)))
 
 
 def gelu_forward(x):
     """GELU(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), the exact form (BERT)."""
-    return (0.5 * x * (1 + erf(x * _SQRT_HALF))).astype(x.dtype, copy=False), ActivationCache(x)
+    return x * _Phi(x), ActivationCache(x)
 
 
-def gelu_backward(dy, cache):
-    """dy times the derivative of x Phi(x)."""
-    # d/dx x Phi(x) = Phi(x) + x phi(x)
+def gelu_backward(d_out, cache):
+    """d_out times the derivative of x Phi(x)."""
     x = cache.x
-    cdf = 0.5 * (1 + erf(x * _SQRT_HALF))
-    pdf = np.exp(-0.5 * x * x) * _INV_SQRT_2PI
-    return (dy * (cdf + x * pdf)).astype(x.dtype, copy=False)
+    # forward: y = x Phi(x), and Phi' = phi
+    return d_out * (_Phi(x) + x * _phi(x))
 
 
 # -- GELU, tanh approximation ----------------------------------------------------------
-_GELU_C = math.sqrt(2.0 / math.pi)
-_GELU_A = 0.044715
+GELU_C = math.sqrt(2.0 / math.pi)
+GELU_A = 0.044715
 
 
 @dataclass(frozen=True)
@@ -127,39 +139,23 @@ class GeluTanhCache(Cache):
     t: np.ndarray  # tanh(u), reused by backward
 
 
+@fast_twin
 def gelu_tanh_forward(x):
     """GELU ~ 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's form."""
-    c, a = x.dtype.type(_GELU_C), x.dtype.type(_GELU_A)
-    t = x * x                                   # x*x*x, never x**3 (slow on float32)
-    t *= a
-    t += 1
-    t *= x
-    t *= c
-    np.tanh(t, out=t)                           # t = tanh(c x (1 + a x^2)), in place
-    y = t + 1
-    y *= x
-    y *= x.dtype.type(0.5)
-    return y, GeluTanhCache(x, t)
+    u = GELU_C * (x + GELU_A * x ** 3)
+    t = np.tanh(u)
+    return 0.5 * x * (1 + t), GeluTanhCache(x, t)
 
 
-def gelu_tanh_backward(dy, cache):
-    """dy times the derivative of the tanh approximation."""
-    # dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2), built in two arrays with out=
+@fast_twin
+def gelu_tanh_backward(d_out, cache):
+    """d_out times the derivative of the tanh approximation."""
     x, t = cache.x, cache.t
-    c, a = x.dtype.type(_GELU_C), x.dtype.type(_GELU_A)
-    inner = x * x
-    inner *= 3 * a
-    inner += 1
-    inner *= x
-    inner *= c                                  # c x (1 + 3 a x^2)
-    slope = t * t
-    np.subtract(1, slope, out=slope)            # 1 - t^2
-    slope *= inner
-    slope += t
-    slope += 1
-    slope *= x.dtype.type(0.5)
-    slope *= dy
-    return slope
+    # forward: u = c (x + a x^3), so du/dx = c (1 + 3 a x^2)
+    du = GELU_C * (1 + 3 * GELU_A * x ** 2)
+    # forward: y = 0.5 x (1 + t), t = tanh(u), and tanh' = 1 - tanh^2
+    slope = 0.5 * (1 + t) + 0.5 * x * (1 - t ** 2) * du
+    return d_out * slope
 
 
 # -- SiLU -------------------------------------------------------------------------
@@ -170,33 +166,23 @@ class SiluCache(Cache):
 
 
 def sigmoid(x):
-    """1 / (1 + exp(-x)), in one array (4x faster than scipy's expit on float32).
-
-    For x < -88 (float32) exp(-x) overflows to inf and the result is exactly 0, as it should be.
-    """
-    s = np.negative(x, out=np.empty_like(x))   # an array even for 0-d x
-    with np.errstate(over="ignore"):
-        np.exp(s, out=s)
-    s += 1
-    return np.reciprocal(s, out=s)
+    """1 / (1 + exp(-x)), without overflow warnings for very negative x."""
+    return expit(x)
 
 
+@fast_twin
 def silu_forward(x):
     """SiLU(x) = x * sigmoid(x) (also called swish)."""
     s = sigmoid(x)
     return x * s, SiluCache(x, s)
 
 
-def silu_backward(dy, cache):
-    """dy times the derivative of x sigmoid(x)."""
-    # d/dx x s(x) = s (1 + x (1 - s))
-    s = cache.s
-    dx = 1 - s
-    dx *= cache.x
-    dx += 1
-    dx *= s
-    dx *= dy
-    return dx
+@fast_twin
+def silu_backward(d_out, cache):
+    """d_out times the derivative of x sigmoid(x)."""
+    x, s = cache.x, cache.s
+    # forward: y = x s, and s' = s (1 - s), so dy/dx = s + x s (1 - s)
+    return d_out * s * (1 + x * (1 - s))
 
 
 FUNCTION_PAIRS = {

@@ -167,7 +167,7 @@ def _check_tensor(name, array, analytic, loss, rng, eps, exact_limit, directions
     numeric, projected = [], []
     for _ in range(directions):
         u = rng.standard_normal(array.shape)
-        u /= np.linalg.norm(u)
+        u = u / np.linalg.norm(u)                  # a random unit direction
         numeric.append(_central(array, u, loss, eps))
         projected.append(float(np.sum(analytic * u)))
     numeric, projected = np.array(numeric), np.array(projected)

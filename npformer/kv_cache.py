@@ -53,6 +53,20 @@ class KVCache:
         """Bytes held for keys and values: 2 * layers * B * H_kv * capacity * D * itemsize."""
         return self.k.nbytes + self.v.nbytes
 
+    def check_fits(self, n_layers, batch, n_kv_heads, head_dim, dtype):
+        """ValueError unless this cache was made for such a model and batch."""
+        if (len(self.layers), self.k.shape[1], self.k.shape[2], self.k.shape[4], self.k.dtype) != \
+                (n_layers, batch, n_kv_heads, head_dim, np.dtype(dtype)):
+            raise ValueError(f"kv_cache: shape {self.k.shape} {self.k.dtype} does not fit this model "
+                             f"and batch {batch} (a cache from a different model?)")
+
+    def remember_key_mask(self, key_mask, n):
+        """Record which of the next ``n`` positions are real tokens (all, when ``key_mask`` is
+        None); returns the key mask [B, length + n] of every position cached so far."""
+        if key_mask is not None:
+            self.key_mask[:, self.length:self.length + n] = key_mask
+        return self.key_mask[:, :self.length + n]
+
     def check_room(self, n):
         """ValueError unless n more positions fit."""
         if self.length + n > self.capacity:

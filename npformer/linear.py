@@ -2,6 +2,11 @@
 
 W is stored as [d_in, d_out] so the code reads like the tutorial's ``q = x Wq``.
 (PyTorch's nn.Linear stores the transpose; npformer.interop converts.)
+
+Backward, for the upstream gradient dy [..., d_out]:
+    dx = dy W^T                        [..., d_in]
+    dW = sum over positions of x^T dy  [d_in, d_out]
+    db = sum over positions of dy      [d_out]
 """
 from __future__ import annotations
 
@@ -9,12 +14,41 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .module import Cache, Module, Parameter, check_float, init_normal
+from .functional import sum_over_positions
+from .module import Cache, Module, Parameter, init_normal
+from .track import fast_twin
+from .validate import check_float, check_last_dim
 
 
 @dataclass(frozen=True)
 class LinearCache(Cache):
-    x: np.ndarray
+    x: np.ndarray           # the input [..., d_in]
+    weight: np.ndarray      # W [d_in, d_out], only pointed at
+    has_bias: bool
+
+    borrowed = ("weight",)
+
+
+@fast_twin
+def linear_forward(x, weight, bias=None):
+    """x [..., d_in] @ W [d_in, d_out] (+ b [d_out]) -> y [..., d_out]."""
+    y = x @ weight
+    if bias is not None:
+        y = y + bias
+    return y, LinearCache(x, weight, bias is not None)
+
+
+@fast_twin
+def linear_backward(d_out, cache):
+    """-> (d_x, d_weight, d_bias); d_bias is None without a bias."""
+    x, weight = cache.x, cache.weight
+    # forward: y = x @ W + b
+    d_x = d_out @ weight.T                                    # [..., d_in]
+    x_rows = x.reshape(-1, x.shape[-1])                       # every position is one row: [B*N, d_in]
+    d_rows = d_out.reshape(-1, d_out.shape[-1])               # [B*N, d_out]
+    d_weight = x_rows.T @ d_rows                              # each position adds x^T dy
+    d_bias = sum_over_positions(d_out) if cache.has_bias else None
+    return d_x, d_weight, d_bias
 
 
 class Linear(Module):
@@ -27,20 +61,12 @@ class Linear(Module):
 
     def forward(self, x):
         check_float("x", x, self.weight.dtype)
-        if x.shape[-1] != self.weight.shape[0]:
-            raise ValueError(f"x: expected last dimension {self.weight.shape[0]}, got shape {x.shape}")
-        d_in, d_out = self.weight.shape
-        # One [rows, d_in] @ [d_in, d_out] GEMM (a 3-d matmul would run one GEMM per batch row).
-        y = (x.reshape(-1, d_in) @ self.weight.data).reshape(x.shape[:-1] + (d_out,))
-        if self.bias is not None:
-            y += self.bias.data
-        return y, LinearCache(x)
+        check_last_dim("x", x, self.weight.shape[0])
+        return linear_forward(x, self.weight.data, None if self.bias is None else self.bias.data)
 
-    def backward(self, d_y, cache):
-        x = cache.x
-        d_in, d_out = self.weight.shape
-        x2, dy2 = x.reshape(-1, d_in), d_y.reshape(-1, d_out)     # [B*N, d_in], [B*N, d_out]
-        self.weight.grad += x2.T @ dy2                            # dW = x^T dy
+    def backward(self, d_out, cache):
+        d_x, d_weight, d_bias = linear_backward(d_out, cache)
+        self.weight.grad += d_weight
         if self.bias is not None:
-            self.bias.grad += np.ones(len(dy2), dy2.dtype) @ dy2  # db = sum over rows
-        return (dy2 @ self.weight.data.T).reshape(x.shape)       # dx = dy W^T
+            self.bias.grad += d_bias
+        return d_x

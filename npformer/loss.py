@@ -1,6 +1,6 @@
 """Cross-entropy of next-token logits, with an ignore index for padded targets.
 
-loss = mean over counted positions of  -log softmax(logits)[target]
+loss     = mean over counted positions of  -log softmax(logits)[target]
 d logits = (softmax(logits) - onehot(target)) / count, and 0 at ignored positions.
 """
 from __future__ import annotations
@@ -9,52 +9,58 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .functional import log_softmax_forward
 from .module import Cache
+from .track import fast_twin
 
 IGNORE_INDEX = -100
 
 
 @dataclass(frozen=True)
 class CrossEntropyCache(Cache):
-    probs: np.ndarray     # [..., V]
-    targets: np.ndarray   # [...], ignore_index where not counted
-    counted: np.ndarray   # [...] bool
-    count: int
+    probs: np.ndarray     # softmax(logits) [..., V]
+    targets: np.ndarray   # [...] the target ids, 0 where not counted
+    counted: np.ndarray   # [...] bool: which targets count
+    count: int            # how many count
 
 
-def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
-    """logits [..., V], targets [...] integer ids (or ``ignore_index``) -> (scalar loss, cache).
-
-    If every target is ignored the loss is 0 and the gradient is all zeros.
-    """
+def check_targets(logits, targets, ignore_index):
+    """Integer targets shaped like the logits without V, each an id in [0, V) or ``ignore_index``."""
     targets = np.asarray(targets)
     if not np.issubdtype(targets.dtype, np.integer):
         raise TypeError(f"targets: expected integer ids, got dtype {targets.dtype}")
     if targets.shape != logits.shape[:-1]:
         raise ValueError(f"targets: expected shape {logits.shape[:-1]} (logits without V), got {targets.shape}")
-    V = logits.shape[-1]
     counted = targets != ignore_index
+    V = logits.shape[-1]
     if ((targets[counted] < 0) | (targets[counted] >= V)).any():
         raise ValueError(f"targets: expected ids in [0, {V}) or ignore_index {ignore_index}")
-    # -log softmax(x)[t] = log sum_j exp(x_j - max) - (x_t - max); probs kept for backward.
-    safe = np.where(counted, targets, 0)
-    probs = logits - np.max(logits, axis=-1, keepdims=True)          # shifted, [..., V]
-    picked = np.take_along_axis(probs, safe[..., None], axis=-1)[..., 0]
-    np.exp(probs, out=probs)
-    total = np.sum(probs, axis=-1, keepdims=True)
-    probs /= total                                                   # softmax, in place
+    return targets, counted
+
+
+@fast_twin
+def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
+    """logits [..., V], targets [...] integer ids (or ``ignore_index``) -> (scalar loss, cache).
+
+    If every target is ignored the loss is 0 and the gradient is all zeros.
+    """
+    targets, counted = check_targets(logits, targets, ignore_index)
+    safe = np.where(counted, targets, 0)                                  # any id where ignored
+    log_probs, log_softmax = log_softmax_forward(logits)                  # [..., V]
+    picked = np.take_along_axis(log_probs, safe[..., None], axis=-1)[..., 0]   # log p(target)
     count = int(counted.sum())
-    loss = ((np.log(total[..., 0]) - picked) * counted).sum() / max(count, 1)
-    return logits.dtype.type(loss), CrossEntropyCache(probs, safe, counted, count)
+    loss = -np.sum(picked * counted) / max(count, 1)
+    return logits.dtype.type(loss), CrossEntropyCache(log_softmax.probs, safe, counted, count)
 
 
+@fast_twin
 def cross_entropy_backward(d_loss, cache):
     """(d_logits, None): the targets are integers and get no gradient."""
-    # d logits = (probs - onehot(target)) * d_loss / count, zero rows where ignored
-    weight = (cache.counted * (d_loss / max(cache.count, 1))).astype(cache.probs.dtype)
-    d_logits = cache.probs * weight[..., None]
-    rows = d_logits.reshape(-1, d_logits.shape[-1])                  # a view, [B*N, V]
-    rows[np.arange(len(rows)), cache.targets.reshape(-1)] -= weight.reshape(-1)   # one per row
+    # forward: loss = -(1/count) sum over counted positions of log softmax(logits)[target]
+    one_hot = np.zeros_like(cache.probs)
+    np.put_along_axis(one_hot, cache.targets[..., None], 1, axis=-1)
+    weight = cache.counted * (d_loss / max(cache.count, 1))               # [...], 0 where ignored
+    d_logits = (cache.probs - one_hot) * weight[..., None].astype(cache.probs.dtype)
     return d_logits, None
 
 

@@ -6,6 +6,10 @@ ids [B, N] -> x [B, N, d] -> blocks -> norm -> logits [B, N, V]
 2 heads, one block, max length 16, learned positions, GELU FFN of width 4d,
 LayerNorm, Pre-Norm, causal mask. ``DecoderConfig.gpt2(...)`` and
 ``DecoderConfig.llama(...)`` give the two common modern recipes.
+
+Backward runs the same path in reverse: the head, the final norm, each block from
+the last to the first, then the embeddings, every module adding into its parameters'
+gradients. A tied head and the token table are one Parameter, so it receives both.
 """
 from __future__ import annotations
 
@@ -13,19 +17,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import MultiHeadAttention, causal_mask, padding_mask, sliding_window_mask
-from .block import PostNormBlock, PreNormBlock
-from .embedding import Embedding, position_table
-from .ffn import FFN, SwiGLU
+from .attention import causal_table, padding_mask
+from .block import FFNS, BlockConfig, build_block, build_norm  # noqa: F401  (build_block re-exported)
+from .embedding import Embedding, Embeddings, position_table
 from .kv_cache import KVCache
-from .linear import Linear
-from .module import Cache, ConfigDict, Module, check_ids, check_window
-from .moe import MoE
-from .norm import NORMS
-from .rope import Rotary
+from .linear import Linear, linear_backward, linear_forward
+from .module import Cache, ConfigDict, Module
+from .validate import check_choice, check_key_mask, check_positions, check_token_ids
 
 POSITIONS = ("learned", "sinusoidal", "rope", "none")
-FFNS = ("relu", "gelu", "gelu_tanh", "swiglu")
 
 
 @dataclass
@@ -81,35 +81,23 @@ class DecoderConfig(ConfigDict):
     def validate(self):
         """ValueError naming the first field that cannot describe a decoder."""
         self.check_positive("vocab_size", "d_model", "n_heads", "n_layers", "max_len")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"n_heads: d_model={self.d_model} must be divisible by n_heads, "
-                             f"got n_heads={self.n_heads}")
-        kv = self.n_heads if self.n_kv_heads is None else self.n_kv_heads
-        if kv < 1 or self.n_heads % kv:
-            raise ValueError(f"n_kv_heads: n_heads={self.n_heads} must be divisible by "
-                             f"n_kv_heads, got {self.n_kv_heads}")
-        for name, allowed in (("positions", POSITIONS), ("norm", tuple(NORMS)), ("ffn", FFNS)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name}: expected one of {allowed}, got {getattr(self, name)!r}")
-        check_window(self.window)
-        if self.attention not in MultiHeadAttention.ATTENTIONS:
-            raise ValueError(f"attention: expected one of {MultiHeadAttention.ATTENTIONS}, "
-                             f"got {self.attention!r}")
-        if not isinstance(self.n_experts, (int, np.integer)) or self.n_experts < 0:
-            raise ValueError(f"n_experts: expected an integer >= 0 (0 = dense FFN), got {self.n_experts!r}")
-        if self.n_experts and (not isinstance(self.top_k, (int, np.integer))
-                               or not 1 <= self.top_k <= self.n_experts):
-            raise ValueError(f"top_k: expected an integer in [1, n_experts={self.n_experts}], "
-                             f"got {self.top_k!r}")
+        check_choice("positions", self.positions, POSITIONS)
+        self.block_config()                  # heads, norm, ffn, window, kernel, experts
+
+    def block_config(self):
+        """The ``BlockConfig`` of every layer of this decoder."""
+        return BlockConfig(
+            d_model=self.d_model, n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
+            n_layers=self.n_layers, norm=self.norm, norm_eps=self.norm_eps, ffn=self.ffn,
+            ffn_hidden=self.ffn_hidden, ffn_bias=self.ffn_bias, attn_bias=self.attn_bias,
+            prenorm=self.prenorm, causal=self.causal, window=self.window,
+            rope=self.positions == "rope", rope_theta=self.rope_theta, rope_layout=self.rope_layout,
+            rope_fraction=self.rope_fraction, attention=self.attention, init_std=self.init_std,
+            n_experts=self.n_experts, top_k=self.top_k, moe_aux_weight=self.moe_aux_weight)
 
     @property
     def head_dim(self):
         return self.d_model // self.n_heads
-
-
-@dataclass(frozen=True)
-class TiedHeadCache(Cache):
-    x: np.ndarray
 
 
 class TiedHead(Module):
@@ -119,21 +107,17 @@ class TiedHead(Module):
         self.weight = embedding.weight
 
     def forward(self, x):
-        V, d = self.weight.shape
-        logits = x.reshape(-1, d) @ self.weight.data.T            # one 2-D GEMM: [B*N, V]
-        return logits.reshape(x.shape[:-1] + (V,)), TiedHeadCache(x)
+        return linear_forward(x, self.weight.data.T)                # [..., V]
 
-    def backward(self, d_logits, cache):
-        V, d = self.weight.shape
-        d_rows = d_logits.reshape(-1, V)                           # [B*N, V]
-        self.weight.grad += d_rows.T @ cache.x.reshape(-1, d)      # dE = dlogits^T x
-        return (d_rows @ self.weight.data).reshape(cache.x.shape)  # dx = dlogits E
+    def backward(self, d_out, cache):
+        d_x, d_weight_t, _ = linear_backward(d_out, cache)
+        self.weight.grad += d_weight_t.T                             # dE = (x^T dlogits)^T
+        return d_x
 
 
 @dataclass(frozen=True)
 class DecoderCache(Cache):
-    tokens: Cache
-    positions: Cache | None
+    embed: Cache
     blocks: tuple
     norm: Cache
     head: Cache
@@ -150,28 +134,6 @@ class DecoderCache(Cache):
         already includes the second term's gradient (each MoE layer adds it).
         """
         return float(sum(getattr(block.ffn, "aux_loss", 0.0) for block in self.blocks))
-
-
-def build_block(config, rng, dtype):
-    """One block as the config describes it (used by every backbone)."""
-    d = config.d_model
-    out_std = config.init_std / np.sqrt(2 * config.n_layers)
-    rope = None
-    if config.positions == "rope":
-        rope = Rotary(config.head_dim, config.rope_theta, config.rope_layout, config.rope_fraction)
-    attn = MultiHeadAttention(d, config.n_heads, config.n_kv_heads, config.attn_bias, rope,
-                              config.window, rng, dtype, out_std=out_std,
-                              attention=config.attention, causal=config.causal)
-    if config.n_experts:
-        ffn = MoE(d, config.n_experts, config.top_k, config.ffn_hidden, config.ffn, config.ffn_bias,
-                  config.moe_aux_weight, rng, dtype, out_std=out_std)
-    elif config.ffn == "swiglu":
-        ffn = SwiGLU(d, config.ffn_hidden, config.ffn_bias, rng, dtype, out_std=out_std)
-    else:
-        ffn = FFN(d, config.ffn_hidden, 4, config.ffn, config.ffn_bias, rng, dtype, out_std=out_std)
-    norm = NORMS[config.norm]
-    block = PreNormBlock if config.prenorm else PostNormBlock
-    return block(attn, ffn, norm(d, config.norm_eps, dtype), norm(d, config.norm_eps, dtype))
 
 
 class DecoderLM(Module):
@@ -191,8 +153,10 @@ class DecoderLM(Module):
         d, std = config.d_model, config.init_std
         self.tokens = Embedding(config.vocab_size, d, rng, std, dtype)
         self.positions = position_table(config.positions, config.max_len, d, rng, std, dtype)
-        self.blocks = [build_block(config, rng, dtype) for _ in range(config.n_layers)]
-        self.norm = NORMS[config.norm](d, config.norm_eps, dtype)
+        self.embed = Embeddings(self.tokens, self.positions)
+        block_config = config.block_config()
+        self.blocks = [build_block(block_config, rng, dtype) for _ in range(config.n_layers)]
+        self.norm = build_norm(block_config, dtype)
         if config.tie_embeddings:
             self.head = TiedHead(self.tokens)
         else:
@@ -205,24 +169,11 @@ class DecoderLM(Module):
         return KVCache(c.n_layers, batch, c.n_kv_heads or c.n_heads, capacity, c.head_dim, self.dtype)
 
     def mask(self, n, m, key_mask=None):
-        """The boolean "may read" mask [B or 1, 1, n, m]: causal (and window) and padding.
-
-        With ``attention="flash"`` only the padding part [B, 1, 1, m] (or None): the
-        blockwise attention applies the causal and window limits itself, tile by tile.
-        """
+        """The "may read" mask [B or 1, 1, n, m] the attention applies: causal (and window), padding."""
         c = self.config
-        if c.attention == "flash":
-            return None if key_mask is None else padding_mask(key_mask=key_mask)
-        if not c.causal:
-            allowed = np.ones((n, m), bool)
-        elif c.window is not None:
-            allowed = sliding_window_mask(n, c.window, m)
-        else:
-            allowed = causal_mask(n, m)
+        allowed = causal_table(n, m, c.window) if c.causal else np.ones((n, m), bool)
         allowed = allowed[None, None]
-        if key_mask is not None:
-            allowed = allowed & padding_mask(key_mask=key_mask)
-        return allowed
+        return allowed if key_mask is None else allowed & padding_mask(key_mask=key_mask)
 
     def forward(self, ids, key_mask=None, positions=None, kv_cache=None):
         """ids [B, N] -> (logits [B, N, V], cache).
@@ -231,60 +182,45 @@ class DecoderLM(Module):
         ``positions`` [N] or [B, N] integers; default: 0..N-1 after the cached ones.
         ``kv_cache`` from ``new_kv_cache`` for incremental decoding (inference only).
         """
-        c = self.config
-        ids = check_ids("ids", ids, c.vocab_size)
-        if ids.ndim != 2:
-            raise ValueError(f"ids: expected a [B, N] array of token ids, got shape {ids.shape}")
-        B, N = ids.shape
-        offset = 0
-        if kv_cache is not None:
-            if len(kv_cache.layers) != c.n_layers or kv_cache.k.shape[1] != B or \
-                    kv_cache.k.shape[2] != (c.n_kv_heads or c.n_heads) or \
-                    kv_cache.k.shape[4] != c.head_dim or kv_cache.k.dtype != self.dtype:
-                raise ValueError(f"kv_cache: shape {kv_cache.k.shape} {kv_cache.k.dtype} does not fit "
-                                 f"this model and batch {B} (a cache from a different model?)")
-            kv_cache.check_room(N)
-            offset = kv_cache.length
-        if key_mask is not None:
-            key_mask = np.asarray(key_mask)
-            if key_mask.shape != (B, N) or key_mask.dtype != bool:
-                raise ValueError(f"key_mask: expected a boolean array of shape {(B, N)}, "
-                                 f"got {key_mask.dtype} of shape {key_mask.shape}")
-        if positions is None:
-            positions = np.arange(offset, offset + N)
-        positions = np.asarray(positions)
-        if self.positions is not None and positions.size and positions.max() >= c.max_len:
-            raise ValueError(f"ids: sequence reaches position {positions.max()} but max_len is "
-                             f"{c.max_len}")
-        if kv_cache is not None:
-            if key_mask is not None:
-                kv_cache.key_mask[:, offset:offset + N] = key_mask
-            key_mask = kv_cache.key_mask[:, :offset + N]
-        mask = self.mask(N, offset + N, key_mask)
-
-        x, tok_cache = self.tokens.forward(ids)                      # [B, N, d]
-        pos_cache = None
-        if self.positions is not None:
-            pos, pos_cache = self.positions.forward(positions)       # [N, d] or [B, N, d]
-            x = x + pos
-        block_caches = []
+        ids, key_mask, positions = self._check_inputs(ids, key_mask, positions, kv_cache)
+        padding = self._padding(key_mask, kv_cache, ids.shape[1])   # [B, 1, 1, M] or None
+        x, embed = self.embed.forward(ids, positions)          # [B, N, d]
+        blocks = []
         for i, block in enumerate(self.blocks):
             kv = None if kv_cache is None else kv_cache.layers[i]
-            x, bc = block.forward(x, mask, positions, kv)
-            block_caches.append(bc)
+            x, block_cache = block.forward(x, padding, positions, kv)
+            blocks.append(block_cache)
         if kv_cache is not None:
-            kv_cache.advance(N)
-        h, norm_cache = self.norm.forward(x)
-        logits, head_cache = self.head.forward(h)                   # [B, N, V]
-        return logits, DecoderCache(tok_cache, pos_cache, tuple(block_caches), norm_cache, head_cache)
+            kv_cache.advance(ids.shape[1])
+        h, norm = self.norm.forward(x)
+        logits, head = self.head.forward(h)                    # [B, N, V]
+        return logits, DecoderCache(embed, tuple(blocks), norm, head)
 
-    def backward(self, d_logits, cache):
+    def backward(self, d_out, cache):
         """Accumulates every parameter's gradient; ids have none, so returns None."""
-        d_x = self.norm.backward(self.head.backward(d_logits, cache.head), cache.norm)
-        for block, bc in zip(reversed(self.blocks), reversed(cache.blocks)):
-            d_x = block.backward(d_x, bc)
-        if self.positions is not None:
-            d_pos = d_x if cache.positions.ids.ndim == 2 else d_x.sum(axis=0)
-            self.positions.backward(d_pos, cache.positions)
-        self.tokens.backward(d_x, cache.tokens)
-        return None
+        d_x = self.norm.backward(self.head.backward(d_out, cache.head), cache.norm)
+        for block, block_cache in zip(reversed(self.blocks), reversed(cache.blocks)):
+            d_x = block.backward(d_x, block_cache)
+        return self.embed.backward(d_x, cache.embed)
+
+    # -- the checks behind forward ---------------------------------------------------------
+    def _check_inputs(self, ids, key_mask, positions, kv_cache):
+        c = self.config
+        ids = check_token_ids("ids", ids, c.vocab_size)
+        B, N = ids.shape
+        key_mask = check_key_mask("key_mask", key_mask, (B, N))
+        offset = 0
+        if kv_cache is not None:
+            kv_cache.check_fits(c.n_layers, B, c.n_kv_heads or c.n_heads, c.head_dim, self.dtype)
+            kv_cache.check_room(N)
+            offset = kv_cache.length
+        name = "ids" if positions is None else "positions"        # who chose the positions
+        positions = np.arange(offset, offset + N) if positions is None else positions
+        max_len = c.max_len if self.positions is not None else None
+        return ids, key_mask, check_positions(name, positions, max_len)
+
+    def _padding(self, key_mask, kv_cache, n):
+        """The padding part of the mask, [B, 1, 1, M]: cached positions keep their own."""
+        if kv_cache is not None:
+            key_mask = kv_cache.remember_key_mask(key_mask, n)
+        return None if key_mask is None else padding_mask(key_mask=key_mask)

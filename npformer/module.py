@@ -1,6 +1,6 @@
 """The component protocol: Parameter, Module and Cache.
 
-Every layer in npformer follows one contract (see DESIGN in README.md):
+Every layer in npformer follows one contract (README.md, "The protocol"):
 
     out, cache = module.forward(inputs...)        # cache holds what backward needs
     d_inputs  = module.backward(d_out, cache)     # and ADDS into each Parameter.grad
@@ -17,6 +17,9 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from .validate import (check_float, check_float_dtype, check_ids, check_mask,  # noqa: F401
+                       check_positive, check_qkv, check_window)
+
 
 class Parameter:
     """A trainable array ``data`` and its gradient ``grad`` (same shape and dtype).
@@ -28,8 +31,7 @@ class Parameter:
 
     def __init__(self, data):
         self.data = np.ascontiguousarray(data)
-        if not np.issubdtype(self.data.dtype, np.floating):
-            raise TypeError(f"Parameter data: expected a float array, got dtype {self.data.dtype}")
+        check_float_dtype("Parameter data", self.data.dtype)
         self.grad = np.zeros_like(self.data)
 
     @property
@@ -57,7 +59,8 @@ def array_nbytes(obj, seen=None) -> int:
         seen.add(id(obj))
         return obj.nbytes
     if isinstance(obj, Cache):
-        return sum(array_nbytes(getattr(obj, f.name), seen) for f in fields(obj))
+        return sum(array_nbytes(getattr(obj, f.name), seen) for f in fields(obj)
+                   if f.name not in obj.borrowed)
     if isinstance(obj, (list, tuple)):
         return sum(array_nbytes(item, seen) for item in obj)
     return 0
@@ -67,8 +70,11 @@ def array_nbytes(obj, seen=None) -> int:
 class Cache:
     """Base of every forward cache: a small frozen record of what backward needs.
 
-    ``nbytes`` is the memory this forward keeps alive for its backward.
+    ``nbytes`` is the memory this forward keeps alive for its backward. Fields named in
+    ``borrowed`` (parameters the record only points at) are not counted: they live anyway.
     """
+
+    borrowed = ()
 
     @property
     def nbytes(self) -> int:
@@ -94,9 +100,7 @@ class ConfigDict:
     def check_positive(self, *names):
         """ValueError naming the first field that is not a positive integer."""
         for name in names:
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+            check_positive(name, getattr(self, name))
 
 
 class Module:
@@ -164,15 +168,13 @@ class Module:
 
     @property
     def dtype(self):
-        """How many numbers the parameters hold."""
+        """The dtype of the parameters (float32 when there are none)."""
         params = self.parameters()
         return params[0].dtype if params else np.dtype(np.float32)
 
     def astype(self, dtype):
         """A deep copy with every parameter (and its grad) in ``dtype``; ties are kept."""
-        dtype = np.dtype(dtype)
-        if not np.issubdtype(dtype, np.floating):
-            raise TypeError(f"astype: expected a float dtype, got {dtype}")
+        dtype = check_float_dtype("astype", dtype)
         clone = copy.deepcopy(self)
         for p in clone.parameters():
             p.data = p.data.astype(dtype)
@@ -211,65 +213,8 @@ class Module:
         return self
 
 
-# -- input validation shared by the public entry points ----------------------
-def check_float(name, x, dtype):
-    """Raise TypeError unless ``x`` is an ndarray of exactly ``dtype``."""
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name}: expected a numpy array of {np.dtype(dtype)}, got {type(x).__name__}")
-    if x.dtype != dtype:
-        raise TypeError(f"{name}: expected dtype {np.dtype(dtype)} (the parameters' dtype), "
-                        f"got {x.dtype}; convert with .astype or use module.astype")
-
-
-def check_ids(name, ids, upper, what="vocabulary size"):
-    """Raise unless ``ids`` is an integer array with 0 <= ids < upper."""
-    ids = np.asarray(ids)
-    if not np.issubdtype(ids.dtype, np.integer):
-        raise TypeError(f"{name}: expected integer ids, got dtype {ids.dtype}")
-    if ids.size and (ids.min() < 0 or ids.max() >= upper):
-        bad = ids.min() if ids.min() < 0 else ids.max()
-        raise ValueError(f"{name}: expected ids in [0, {upper}) ({what} {upper}), got {bad}")
-    return ids
-
-
 def init_normal(rng, shape, std, dtype=np.float32):
     """Normal(0, std) weights drawn from an explicit Generator."""
     if rng is None:
         raise TypeError("rng: expected a numpy.random.Generator (e.g. np.random.default_rng(0)), got None")
     return (rng.standard_normal(shape) * std).astype(dtype)
-
-
-def check_window(window):
-    """None, or an integer >= 1 (a sliding-window width); else a ValueError naming ``window``."""
-    if window is not None and (not isinstance(window, (int, np.integer)) or window < 1):
-        raise ValueError(f"window: expected an integer >= 1 or None, got {window!r}")
-    return window
-
-
-def check_qkv(q, k, v):
-    """Validate q [B, H, N, D], k [B, H_kv, M, D], v [B, H_kv, M, Dv]; returns (B, H, N, D, H_kv, M)."""
-    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
-        raise ValueError(f"q, k, v: expected [B, H, N, D] arrays, got shapes {q.shape}, {k.shape}, {v.shape}")
-    B, H, N, D = q.shape
-    H_kv, M = k.shape[1], k.shape[2]
-    if H % H_kv:
-        raise ValueError(f"k: query heads {H} must be a multiple of key/value heads {H_kv}")
-    if k.shape[:1] + k.shape[3:] != (B, D) or v.shape[:3] != k.shape[:3]:
-        raise ValueError(f"q, k, v: incompatible shapes {q.shape}, {k.shape}, {v.shape}")
-    return B, H, N, D, H_kv, M
-
-
-def check_mask(mask, shape):
-    """None, or a boolean "may read" mask that broadcasts to ``shape``; else an error naming ``mask``."""
-    if mask is None:
-        return None
-    mask = np.asarray(mask)
-    if mask.dtype != bool:
-        raise TypeError(f"mask: expected a boolean array (True = may read), got dtype {mask.dtype}")
-    try:
-        ok = np.broadcast_shapes(mask.shape, shape) == shape
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ValueError(f"mask: expected a shape that broadcasts to the scores {shape}, got {mask.shape}")
-    return mask

@@ -155,11 +155,11 @@ class MoE(Module):
         return y.reshape(x.shape), MoECache(router, softmax, chosen, weights, kept_total,
                                             tuple(calls), load, aux_loss, x.shape)
 
-    def backward(self, d_y, cache, d_aux=None):
-        """d_x; parameters get the gradient of <y, d_y> + d_aux * aux (d_aux: aux_weight)."""
+    def backward(self, d_out, cache, d_aux=None):
+        """d_x; parameters get the gradient of <y, d_out> + d_aux * aux (d_aux: aux_weight)."""
         d_aux = self.aux_weight if d_aux is None else d_aux
         d = cache.shape[-1]
-        d_y = d_y.reshape(-1, d)                                      # [T, d]
+        d_y = d_out.reshape(-1, d)                                    # [T, d]
         weights = cache.weights
         d_flat = np.zeros_like(d_y)                                   # [T, d]
         d_weights = np.zeros_like(weights)                            # [T, k]

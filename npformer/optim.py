@@ -8,8 +8,9 @@ AdamW (Loshchilov & Hutter; bias correction, decoupled weight decay):
     p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p)     (wd only where decay applies)
 Plus gradient clipping by the global norm and a warmup + cosine schedule.
 
-Every update runs in place (``out=`` and ``*=``) on the parameter's own dtype:
-float32 parameters stay float32 and no array is allocated per step.
+``adamw_update`` is the update of one parameter, written as the formulas above; its
+fast twin (``npformer.fast.optim``) computes the same numbers in place. Either way the
+parameter's own dtype is kept: float32 parameters stay float32.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import math
 import numpy as np
 
 from .module import Parameter
+from .track import fast_twin
 
 NO_DECAY_SUFFIXES = ("gamma", "beta", "bias")
 EMBEDDING_NAMES = ("tokens", "positions", "embed")
@@ -125,7 +127,6 @@ class SGD(Optimizer):
             raise ValueError(f"momentum: expected a number in [0, 1), got {momentum!r}")
         self.momentum = float(momentum)
         self.velocity = {name: np.zeros_like(p.data) for name, p in self.named}
-        self._scratch = _shared_scratch(self.named)
 
     def _buffers(self):
         return {"velocity": self.velocity}
@@ -134,24 +135,26 @@ class SGD(Optimizer):
         """One SGD step: v = momentum v + g; p -= lr v."""
         self.steps += 1
         for name, p in self.named:
-            buf = self.velocity[name]
-            buf *= p.dtype.type(self.momentum)
-            buf += p.grad
-            step = np.multiply(buf, p.dtype.type(self.lr), out=self._scratch[name])
-            p.data -= step
+            velocity = self.momentum * self.velocity[name] + p.grad
+            self.velocity[name] = velocity
+            p.data -= self.lr * velocity
 
 
-def _shared_scratch(named):
-    """{name: [shape] view} into one buffer as large as the largest parameter.
+@fast_twin
+def adamw_update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    """One AdamW update of one parameter at step ``step`` (1, 2, ...): returns (data, m, v).
 
-    One temporary serves every parameter in turn (steps run one parameter at a
-    time), instead of a second copy of the whole model.
+    The plain version returns new arrays; its fast twin may overwrite ``data``, ``m`` and
+    ``v`` in place and return them.
     """
-    largest = {}
-    for _, p in named:
-        largest[p.dtype] = max(largest.get(p.dtype, 0), p.data.size)
-    buffers = {dtype: np.empty(size, dtype) for dtype, size in largest.items()}
-    return {name: buffers[p.dtype][:p.data.size].reshape(p.shape) for name, p in named}
+    b1, b2 = betas
+    m = b1 * m + (1 - b1) * grad                     # first moment: a running mean of g
+    v = b2 * v + (1 - b2) * grad * grad              # second moment: a running mean of g^2
+    m_hat = m / (1 - b1 ** step)                     # both start at 0: undo that bias
+    v_hat = v / (1 - b2 ** step)
+    data = data - lr * weight_decay * data           # decoupled weight decay
+    data = data - lr * m_hat / (np.sqrt(v_hat) + eps)
+    return data, m, v
 
 
 class AdamW(Optimizer):
@@ -182,36 +185,18 @@ class AdamW(Optimizer):
         self.decayed = {name: name not in skip for name, _ in self.named}
         self.exp_avg = {name: np.zeros_like(p.data) for name, p in self.named}     # m
         self.exp_avg_sq = {name: np.zeros_like(p.data) for name, p in self.named}  # v
-        self._scratch = _shared_scratch(self.named)
 
     def _buffers(self):
         return {"exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq}
 
     def step(self):
-        """One AdamW step: moments, bias correction, decoupled decay, update (in place)."""
+        """One AdamW step for every parameter (see ``adamw_update``)."""
         self.steps += 1
-        b1, b2 = self.betas
-        correction1 = 1 - b1 ** self.steps
-        correction2 = 1 - b2 ** self.steps
         for name, p in self.named:
-            t = p.dtype.type
-            m, v, scratch, g = self.exp_avg[name], self.exp_avg_sq[name], self._scratch[name], p.grad
-            m *= t(b1)                                        # m = b1 m + (1 - b1) g
-            np.multiply(g, t(1 - b1), out=scratch)
-            m += scratch
-            v *= t(b2)                                        # v = b2 v + (1 - b2) g^2
-            np.multiply(g, g, out=scratch)
-            scratch *= t(1 - b2)
-            v += scratch
-            # sqrt(v_hat) + eps = sqrt(v) / sqrt(1 - b2^t) + eps
-            np.sqrt(v, out=scratch)
-            scratch *= t(1 / math.sqrt(correction2))
-            scratch += t(self.eps)
-            if self.decayed[name]:                            # decoupled: p -= lr * wd * p
-                p.data *= t(1 - self.lr * self.weight_decay)
-            np.divide(m, scratch, out=scratch)                # m / (sqrt(v_hat) + eps)
-            scratch *= t(self.lr / correction1)               # m_hat = m / (1 - b1^t)
-            p.data -= scratch
+            decay = self.weight_decay if self.decayed[name] else 0.0
+            p.data, self.exp_avg[name], self.exp_avg_sq[name] = adamw_update(
+                p.data, p.grad, self.exp_avg[name], self.exp_avg_sq[name], self.steps, self.lr,
+                self.betas, self.eps, decay)
 
 
 def clip_grad_norm(params, max_norm):
@@ -227,7 +212,7 @@ def clip_grad_norm(params, max_norm):
     if math.isfinite(total) and total > max_norm:
         factor = max_norm / (total + 1e-6)
         for p in params:
-            p.grad *= p.dtype.type(factor)
+            p.grad = p.grad * factor
     return total
 
 

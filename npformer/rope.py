@@ -4,6 +4,9 @@ For a pair (a, b) at position p and frequency w_i = theta^(-2i/R):
     [a, b] -> [a cos(p w_i) - b sin(p w_i),  a sin(p w_i) + b cos(p w_i)]
 Then (R_i q) . (R_j k) = q . (R_{j-i} k): scores depend only on the offset j - i.
 
+Backward: a rotation's transpose is its inverse, so the gradient is rotated back by
+the same angle, -p w_i. Rotary has no parameters.
+
 Layouts of the pairs inside a head of width D (R = rotated width, R <= D, even):
 - ``"half"``: feature i pairs with i + R/2 (Llama-family checkpoints);
 - ``"interleaved"``: feature 2i pairs with 2i + 1 (the RoFormer paper).
@@ -30,8 +33,7 @@ class Rotary(Module):
     LAYOUTS = ("half", "interleaved")
 
     def __init__(self, head_dim, theta=10000.0, layout="half", fraction=1.0):
-        rotated = int(head_dim * fraction)
-        rotated -= rotated % 2
+        rotated = 2 * (int(head_dim * fraction) // 2)          # pairs: an even count
         if layout not in self.LAYOUTS:
             raise ValueError(f"layout: expected one of {self.LAYOUTS}, got {layout!r}")
         if rotated < 2:
@@ -57,8 +59,8 @@ class Rotary(Module):
         return x[..., 0:r:2], x[..., 1:r:2]
 
     def _rotate(self, x, cos, sin):
-        out = x.copy()
         a, b = self._pairs(x)
+        out = x.copy()                          # features past R pass through unrotated
         out_a, out_b = self._pairs(out)
         out_a[...] = a * cos - b * sin
         out_b[...] = a * sin + b * cos
@@ -71,5 +73,5 @@ class Rotary(Module):
         return self._rotate(x, cos, sin), RopeCache(cos, sin)
 
     def backward(self, d_out, cache):
-        # A rotation's transpose is its inverse: rotate the gradient by -angle.
+        # forward: out = R(angle) x; R^T = R(-angle), so d_x = R(-angle) d_out
         return self._rotate(d_out, cache.cos, -cache.sin)

@@ -16,13 +16,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import attention_backward, attention_forward, causal_mask, check_heads, padding_mask
-from .embedding import Embedding, position_table
-from .encoder import Encoder, EncoderConfig, check_key_mask, check_token_ids
+from .attention import DotProductAttention, padding_mask
+from .block import BlockConfig, build_block, build_norm
+from .embedding import Embedding, Embeddings, position_table
+from .encoder import Encoder, EncoderConfig
+from .functional import sum_over_positions
 from .linear import Linear
-from .model import DecoderConfig, TiedHead, build_block
-from .module import Cache, ConfigDict, Module, Parameter, check_float, check_mask
-from .norm import NORMS
+from .model import TiedHead
+from .module import Cache, ConfigDict, Module, Parameter
+from .validate import (check_choice, check_float, check_heads, check_key_mask, check_mask,
+                       check_token_ids)
 
 
 # -- cross-attention -------------------------------------------------------------------
@@ -44,13 +47,16 @@ class CrossAttention(Module):
 
     Q = x Wq (H heads), [K | V] = memory Wkv (H_kv heads each), out = Attn(Q, K, V) Wo.
     ``mask`` broadcasts to [B, H, N, M]; usually the source padding, [B, 1, 1, M].
+    ``kernel``: the attention kernel, ``DotProductAttention()`` by default (no causal rule:
+    every target position may read every source position).
     Parameter names: ``q.weight`` [d, H*D], ``kv.weight`` [d_memory, 2*H_kv*D]
     (columns [K | V]), ``out.weight`` [d, d], and their ``.bias``.
     """
 
     def __init__(self, d, n_heads, n_kv_heads=None, d_memory=None, bias=False, rng=None,
-                 dtype=np.float32, out_std=None):
+                 dtype=np.float32, out_std=None, kernel=None):
         n_kv_heads = check_heads(d, n_heads, n_kv_heads)
+        self.kernel = DotProductAttention() if kernel is None else kernel
         d_memory = d if d_memory is None else d_memory
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d // n_heads
         self.q = Linear(d, d, bias, rng, dtype=dtype)
@@ -71,18 +77,18 @@ class CrossAttention(Module):
         q = q_flat.reshape(B, N, H, D).transpose(0, 2, 1, 3)               # [B, H, N, D]
         kv = kv_flat.reshape(B, M, 2 * H_kv, D).transpose(0, 2, 1, 3)      # [B, 2 H_kv, M, D]
         k, v = kv[:, :H_kv], kv[:, H_kv:]
-        mixed, attn_cache = attention_forward(q, k, v, mask)               # [B, H, N, D]
+        mixed, attn_cache = self.kernel.forward(q, k, v, mask)             # [B, H, N, D]
         merged = mixed.transpose(0, 2, 1, 3).reshape(B, N, H * D)
         y, out_cache = self.out.forward(merged)
         return y, CrossAttentionCache(q_cache, kv_cache, attn_cache, out_cache)
 
-    def backward(self, d_y, cache):
+    def backward(self, d_out, cache):
         """-> (d_x, d_memory)."""
-        d_merged = self.out.backward(d_y, cache.out)                       # [B, N, H*D]
+        d_merged = self.out.backward(d_out, cache.out)                     # [B, N, H*D]
         B, N, _ = d_merged.shape
         H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
         d_mixed = d_merged.reshape(B, N, H, D).transpose(0, 2, 1, 3)
-        dq, dk, dv = attention_backward(d_mixed, cache.attn)
+        dq, dk, dv = self.kernel.backward(d_mixed, cache.attn)
         M = dk.shape[2]
         d_kv = np.concatenate([dk, dv], axis=1).transpose(0, 2, 1, 3)      # [B, M, 2 H_kv, D]
         d_memory = self.kv.backward(d_kv.reshape(B, M, 2 * H_kv * D), cache.kv)
@@ -136,15 +142,15 @@ class EncoderDecoderBlock(Module):
             y, norm2 = self.norm2.forward(g + fed)
         return y, EncoderDecoderBlockCache(norm1, attn, cross_norm, cross, norm2, ffn)
 
-    def backward(self, d_y, cache):
+    def backward(self, d_out, cache):
         """-> (d_x, d_memory); the caller sums d_memory over layers."""
         if self.prenorm:
-            d_g = d_y + self.norm2.backward(self.ffn.backward(d_y, cache.ffn), cache.norm2)
+            d_g = d_out + self.norm2.backward(self.ffn.backward(d_out, cache.ffn), cache.norm2)
             d_c, d_memory = self.cross_attn.backward(d_g, cache.cross_attn)
             d_h = d_g + self.cross_norm.backward(d_c, cache.cross_norm)
             d_x = d_h + self.norm1.backward(self.attn.backward(d_h, cache.attn), cache.norm1)
         else:
-            d_sum3 = self.norm2.backward(d_y, cache.norm2)                 # gradient of g + FFN(g)
+            d_sum3 = self.norm2.backward(d_out, cache.norm2)               # gradient of g + FFN(g)
             d_g = d_sum3 + self.ffn.backward(d_sum3, cache.ffn)
             d_sum2 = self.cross_norm.backward(d_g, cache.cross_norm)       # of h + Cross(h, mem)
             d_h, d_memory = self.cross_attn.backward(d_sum2, cache.cross_attn)
@@ -210,8 +216,7 @@ class Seq2SeqConfig(ConfigDict):
     def validate(self):
         """ValueError naming the first field that cannot describe the model."""
         self.check_positive("vocab_size", "n_decoder_layers")
-        if self.positions not in SEQ2SEQ_POSITIONS:
-            raise ValueError(f"positions: expected one of {SEQ2SEQ_POSITIONS}, got {self.positions!r}")
+        check_choice("positions", self.positions, SEQ2SEQ_POSITIONS)
         if self.share_embeddings and self.src_vocab_size not in (None, self.vocab_size):
             raise ValueError(f"src_vocab_size: share_embeddings needs one vocabulary, got "
                              f"src_vocab_size={self.src_vocab_size} and vocab_size={self.vocab_size}")
@@ -235,33 +240,29 @@ class Seq2SeqConfig(ConfigDict):
                              init_std=self.init_std)
 
     def block_config(self):
-        """The ``DecoderConfig`` that ``build_block`` reads for the decoder's self-attention and FFN."""
-        return DecoderConfig(vocab_size=self.vocab_size, d_model=self.d_model, n_heads=self.n_heads,
-                             n_kv_heads=self.n_kv_heads, n_layers=self.n_decoder_layers,
-                             max_len=self.max_len, positions=self.positions, norm=self.norm,
-                             ffn=self.ffn, ffn_hidden=self.ffn_hidden, prenorm=self.prenorm,
-                             causal=True, attn_bias=self.attn_bias, ffn_bias=self.ffn_bias,
-                             norm_eps=self.norm_eps, rope_theta=self.rope_theta,
-                             init_std=self.init_std)
+        """The ``BlockConfig`` of the decoder's self-attention, FFN and norms (causal)."""
+        return BlockConfig(
+            d_model=self.d_model, n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
+            n_layers=self.n_decoder_layers, norm=self.norm, norm_eps=self.norm_eps, ffn=self.ffn,
+            ffn_hidden=self.ffn_hidden, ffn_bias=self.ffn_bias, attn_bias=self.attn_bias,
+            prenorm=self.prenorm, causal=True, rope=self.positions == "rope",
+            rope_theta=self.rope_theta, init_std=self.init_std)
 
 
 def build_decoder_block(config, rng, dtype):
     """A decoder layer: ``build_block``'s self-attention, FFN and norms, plus cross-attention."""
-    base = build_block(config.block_config(), rng, dtype)
-    out_std = config.init_std / np.sqrt(2 * config.n_decoder_layers)
-    cross = CrossAttention(config.d_model, config.n_heads, config.n_kv_heads, None, config.attn_bias,
-                           rng, dtype, out_std=out_std)
-    cross_norm = NORMS[config.norm](config.d_model, config.norm_eps, dtype)
-    return EncoderDecoderBlock(base.attn, cross, base.ffn, base.norm1, cross_norm, base.norm2,
-                               config.prenorm)
+    block_config = config.block_config()
+    base = build_block(block_config, rng, dtype)
+    cross = CrossAttention(config.d_model, config.n_heads, config.n_kv_heads, bias=config.attn_bias,
+                           rng=rng, dtype=dtype, out_std=block_config.out_std)
+    return EncoderDecoderBlock(base.attn, cross, base.ffn, base.norm1, build_norm(block_config, dtype),
+                               base.norm2, config.prenorm)
 
 
 # -- the model ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DecodeCache(Cache):
-    tokens: Cache
-    positions: Cache | None
-    embed_norm: Cache | None
+    embed: Cache
     blocks: tuple
     final_norm: Cache | None
     head: Cache
@@ -309,10 +310,12 @@ class EncoderDecoder(Module):
         else:
             self.tokens = Embedding(config.vocab_size, d, rng, std, dtype)
         self.positions = position_table(config.positions, config.max_len, d, rng, std, dtype)
-        norm = NORMS[config.norm]
-        self.embed_norm = norm(d, config.norm_eps, dtype) if config.embed_norm else None
+        block_config = config.block_config()
+        self.embed_norm = build_norm(block_config, dtype) if config.embed_norm else None
+        self.embed = Embeddings(self.tokens, self.positions, norm=self.embed_norm,
+                                scale=config.embed_scale)
         self.blocks = [build_decoder_block(config, rng, dtype) for _ in range(config.n_decoder_layers)]
-        self.final_norm = norm(d, config.norm_eps, dtype) if config.use_final_norm else None
+        self.final_norm = build_norm(block_config, dtype) if config.use_final_norm else None
         if config.tie_head:
             self.head = TiedHead(self.tokens)
         else:
@@ -339,52 +342,34 @@ class EncoderDecoder(Module):
         tgt_mask = check_key_mask("tgt_mask", tgt_mask, (B, N))
         if self.positions is not None and N > c.max_len:
             raise ValueError(f"tgt_ids: sequence length {N} exceeds max_len {c.max_len}")
-        self_mask = causal_mask(N)[None, None]                            # [1, 1, N, N]
-        if tgt_mask is not None:
-            self_mask = self_mask & padding_mask(key_mask=tgt_mask)       # [B, 1, N, N]
+        self_mask = None if tgt_mask is None else padding_mask(key_mask=tgt_mask)   # [B, 1, 1, N]
         memory_mask = None if src_mask is None else padding_mask(key_mask=src_mask)  # [B, 1, 1, M]
 
-        x, tok_cache = self.tokens.forward(tgt_ids)                       # [B, N, d]
-        if c.embed_scale != 1.0:
-            x = x * x.dtype.type(c.embed_scale)
-        pos_cache = None
-        if self.positions is not None:
-            pos, pos_cache = self.positions.forward(np.arange(N))         # [N, d]
-            x = x + pos
-        norm_cache = None
-        if self.embed_norm is not None:
-            x, norm_cache = self.embed_norm.forward(x)
-        block_caches = []
+        x, embed = self.embed.forward(tgt_ids, np.arange(N))              # [B, N, d]
+        blocks = []
         for block in self.blocks:
-            x, bc = block.forward(x, memory, self_mask, memory_mask)
-            block_caches.append(bc)
+            x, block_cache = block.forward(x, memory, self_mask, memory_mask)
+            blocks.append(block_cache)
         final_cache = None
         if self.final_norm is not None:
             x, final_cache = self.final_norm.forward(x)
         logits, head_cache = self.head.forward(x)                         # [B, N, V]
         if self.logits_bias is not None:
             logits = logits + self.logits_bias.data
-        return logits, DecodeCache(tok_cache, pos_cache, norm_cache, tuple(block_caches),
-                                   final_cache, head_cache)
+        return logits, DecodeCache(embed, tuple(blocks), final_cache, head_cache)
 
     def decode_backward(self, d_logits, cache):
         """Accumulates the decoder's gradients; returns d_memory, summed over every layer."""
         if self.logits_bias is not None:
-            self.logits_bias.grad += d_logits.reshape(-1, d_logits.shape[-1]).sum(axis=0)
+            self.logits_bias.grad += sum_over_positions(d_logits)         # forward: logits + bias
         d_x = self.head.backward(d_logits, cache.head)
         if self.final_norm is not None:
             d_x = self.final_norm.backward(d_x, cache.final_norm)
         d_memory = 0
-        for block, bc in zip(reversed(self.blocks), reversed(cache.blocks)):
-            d_x, d_read = block.backward(d_x, bc)
+        for block, block_cache in zip(reversed(self.blocks), reversed(cache.blocks)):
+            d_x, d_read = block.backward(d_x, block_cache)
             d_memory = d_memory + d_read                                  # every layer read it
-        if self.embed_norm is not None:
-            d_x = self.embed_norm.backward(d_x, cache.embed_norm)
-        if self.positions is not None:
-            self.positions.backward(d_x.sum(axis=0), cache.positions)
-        if self.config.embed_scale != 1.0:
-            d_x = d_x * d_x.dtype.type(self.config.embed_scale)
-        self.tokens.backward(d_x, cache.tokens)
+        self.embed.backward(d_x, cache.embed)
         return d_memory
 
     def forward(self, src_ids, tgt_ids, src_mask=None, tgt_mask=None):

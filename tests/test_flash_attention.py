@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from npformer import (MultiHeadAttention, attention_backward, attention_forward, causal_mask,
-                      flash_attention_backward, flash_attention_forward, gradcheck, padding_mask,
+from npformer import (BlockwiseAttention, DecoderConfig, MultiHeadAttention, attention_backward,
+                      attention_forward, causal_mask, flash_attention_backward, flash_attention_forward, gradcheck, padding_mask,
                       sliding_window_mask)
 from npformer.checks import CASES
 
@@ -94,29 +94,36 @@ def test_float32_stays_float32_and_is_close_to_float64(rng):
 
 
 def test_gradient_check_case_is_registered_and_passes():
-    import npformer.checks_flash  # noqa: F401  (registers the case)
     for size in range(3):
         target, inputs, options = CASES["flash_attention"](np.random.default_rng(size), size)
         report = gradcheck(target, *inputs, **options)
         assert report.ok, str(report)
 
 
-def test_multi_head_attention_flash_option_equals_plain(rng):
+@pytest.mark.parametrize("causal_inside", [False, True])
+def test_multi_head_attention_with_the_blockwise_kernel_equals_plain(rng, causal_inside):
+    # the causal rule either as a mask from outside or applied by the kernel itself
     d, H, H_kv, N = 12, 4, 2, 5
-    plain = MultiHeadAttention(d, H, H_kv, rng=np.random.default_rng(0), dtype=np.float64)
+    mask = None if causal_inside else causal_mask(N)
+    plain = MultiHeadAttention(d, H, H_kv, rng=np.random.default_rng(0), dtype=np.float64,
+                               causal=causal_inside)
     flash = MultiHeadAttention(d, H, H_kv, rng=np.random.default_rng(0), dtype=np.float64,
-                               attention="flash")
+                               causal=causal_inside, kernel=BlockwiseAttention(block_size=2))
     x = rng.standard_normal((2, N, d))
-    y1, c1 = plain.forward(x, causal_mask(N))
-    y2, c2 = flash.forward(x, causal_mask(N))
+    y1, c1 = plain.forward(x, mask)
+    y2, c2 = flash.forward(x, mask)
     np.testing.assert_allclose(y2, y1, atol=1e-12)
     np.testing.assert_allclose(c2.weights, c1.weights, atol=1e-12)
+    np.testing.assert_array_equal(c1.weights[0, 0] > 0, np.tril(np.ones((N, N), bool)))
     d_y = rng.standard_normal(y1.shape)
     np.testing.assert_allclose(flash.backward(d_y, c2), plain.backward(d_y, c1), atol=1e-12)
     for (name, p1), (_, p2) in zip(plain.named_parameters(), flash.named_parameters()):
         np.testing.assert_allclose(p2.grad, p1.grad, atol=1e-12, err_msg=name)
-    with pytest.raises(ValueError, match="attention"):
-        MultiHeadAttention(d, H, attention="fast", rng=rng)
+
+
+def test_unknown_attention_kernel_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"attention: expected one of \('plain', 'flash'\), got 'fast'"):
+        DecoderConfig(attention="fast")
 
 
 @pytest.mark.parametrize("kwargs, error, words", [

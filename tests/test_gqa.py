@@ -142,7 +142,7 @@ def test_heads_not_divisible_by_kv_heads_is_a_clear_error():
     with pytest.raises(ValueError,
                        match=r"n_kv_heads: n_heads=4 must be divisible by n_kv_heads, got n_kv_heads=3"):
         MultiHeadAttention(8, 4, 3, rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match=r"n_kv_heads: .*got 3"):
+    with pytest.raises(ValueError, match=r"n_kv_heads: .*got n_kv_heads=3"):
         DecoderConfig(d_model=8, n_heads=4, n_kv_heads=3)
     with pytest.raises(ValueError, match="n_kv_heads"):
         MultiHeadAttention(8, 4, 0, rng=np.random.default_rng(0))

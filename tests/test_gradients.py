@@ -8,11 +8,13 @@ from npformer.gradcheck import GradcheckError, assert_gradcheck, gradcheck
 from npformer.linear import Linear
 
 
+@pytest.mark.parametrize("track", ["plain", "fast"])
 @pytest.mark.parametrize("size", [0, 1, 2])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_gradient_check(name, size):
+def test_gradient_check(name, size, track):
     target, inputs, options = CASES[name](np.random.default_rng(100 + size), size)
-    report = assert_gradcheck(target, *inputs, tol=1e-6, **options)
+    with npformer.track(track):
+        report = assert_gradcheck(target, *inputs, tol=1e-6, **options)
     float_inputs = [x for x in inputs if np.issubdtype(np.asarray(x).dtype, np.floating)]
     params = target.parameters() if isinstance(target, npformer.Module) else []
     assert len(report.checks) == len(float_inputs) + len(params)   # nothing skipped

@@ -5,7 +5,7 @@ from hypothesis import given, strategies as st
 
 from npformer import DecoderConfig, DecoderLM, MoE, active_parameters, cross_entropy, gradcheck
 from npformer.checks import CASES
-from npformer.checks_variants import WithAuxLoss
+from npformer.checks.moe import WithAuxLoss
 from npformer.moe import MoECache
 
 seeds = st.integers(0, 2**32 - 1)

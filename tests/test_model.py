@@ -117,7 +117,7 @@ def test_bad_ids():
         model.forward(np.array([[-1, 2]]))
     with pytest.raises(TypeError, match="ids: expected integer ids, got dtype float64"):
         model.forward(np.array([[1.0, 2.0]]))
-    with pytest.raises(ValueError, match="ids: sequence reaches position 16 but max_len is 16"):
+    with pytest.raises(ValueError, match="ids: sequence reaches position 16 but the position table has max_len 16"):
         model.forward(np.zeros((1, 17), int))
     with pytest.raises(ValueError, match=r"key_mask: expected a boolean array of shape \(1, 8\)"):
         model.forward(IDS, key_mask=np.ones((1, 7), bool))

@@ -29,7 +29,7 @@ def test_position_tables_refuse_positions_past_max_len():
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="position table has max_len 4"):
         LearnedPositions(4, 2, rng).forward(np.arange(5))
-    with pytest.raises(ValueError, match="sinusoid table has max_len 4"):
+    with pytest.raises(ValueError, match="position table has max_len 4"):
         SinusoidalPositions(4, 2).forward(np.arange(5))
 
 

@@ -12,7 +12,7 @@ def test_parameter_needs_floats_and_zero_grad_resets():
     p.grad += 2
     p.zero_grad()
     assert (p.grad == 0).all() and p.grad.dtype == np.float32
-    with pytest.raises(TypeError, match="Parameter data: expected a float array"):
+    with pytest.raises(TypeError, match="Parameter data: expected float32 or float64"):
         Parameter(np.ones(3, int))
 
 
@@ -88,7 +88,7 @@ def test_astype_returns_a_converted_copy_and_keeps_ties():
     assert double.head.weight is double.tokens.weight
     ids = np.array([[4, 5, 6]])
     np.testing.assert_allclose(double(ids), model(ids), rtol=1e-4, atol=1e-6)
-    with pytest.raises(TypeError, match="astype: expected a float dtype"):
+    with pytest.raises(TypeError, match="astype: expected float32 or float64"):
         model.astype(np.int32)
 
 

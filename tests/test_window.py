@@ -108,11 +108,11 @@ def test_decoding_reads_only_the_last_window_of_the_cache(seed, window, prompt, 
 
 
 def test_window_below_one_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"window: expected an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"window: expected an integer >= 1 or None, got 0"):
         sliding_window_mask(4, 0)
     with pytest.raises(ValueError, match=r"window: expected an integer >= 1 or None, got -2"):
         MultiHeadAttention(8, 2, window=-2, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match=r"window: expected an integer >= 1 or None, got 0"):
         DecoderConfig(window=0)
-    with pytest.raises(ValueError, match=r"window: expected an integer >= 1, got 1.5"):
+    with pytest.raises(ValueError, match=r"window: expected an integer >= 1 or None, got 1.5"):
         sliding_window_mask(4, 1.5)

@@ -2,6 +2,8 @@
 
 Each module here mirrors a component file of the plain track and holds functions of
 the same names and signatures, registered with ``@twin_of(plain)``. They compute the
-same numbers with speed idioms the plain files leave out. ``npformer.track`` chooses
-which one runs; ``tests/test_tracks.py`` holds every pair equal.
+same numbers with speed idioms the plain files leave out: in-place and ``out=`` kernels,
+grouped GEMMs, reused buffers, blockwise tiling. ``npformer.track`` chooses which one
+runs; ``tests/test_tracks.py`` holds every pair equal.
 """
+from . import attention, flash_attention, functional, linear, loss, norm, optim  # noqa: F401

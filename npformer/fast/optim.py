@@ -1,0 +1,49 @@
+"""Fast twin of ``npformer.optim.adamw_update``: the update in place, one reused scratch array.
+
+No array is allocated per step: the moments and the parameter are updated in place
+with ``out=`` and augmented assignment, and the one temporary the update needs lives in
+a scratch buffer kept between calls (as large as the largest parameter seen so far).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import optim as plain
+from ..track import twin_of
+
+_SCRATCH = {}
+
+
+def scratch_like(a):
+    """A reusable array of a's shape and dtype (its contents are garbage)."""
+    buffer = _SCRATCH.get(a.dtype)
+    if buffer is None or buffer.size < a.size:
+        buffer = _SCRATCH[a.dtype] = np.empty(a.size, a.dtype)
+    return buffer[:a.size].reshape(a.shape)
+
+
+@twin_of(plain.adamw_update)
+def adamw_update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    """Twin of ``npformer.optim.adamw_update``: overwrites ``data``, ``m`` and ``v`` and returns them."""
+    t = data.dtype.type
+    b1, b2 = betas
+    scratch = scratch_like(data)
+    m *= t(b1)                                        # m = b1 m + (1 - b1) g
+    np.multiply(grad, t(1 - b1), out=scratch)
+    m += scratch
+    v *= t(b2)                                        # v = b2 v + (1 - b2) g^2
+    np.multiply(grad, grad, out=scratch)
+    scratch *= t(1 - b2)
+    v += scratch
+    # sqrt(v_hat) + eps = sqrt(v) / sqrt(1 - b2^t) + eps
+    np.sqrt(v, out=scratch)
+    scratch *= t(1 / math.sqrt(1 - b2 ** step))
+    scratch += t(eps)
+    if weight_decay:                                  # decoupled: p -= lr * wd * p
+        data *= t(1 - lr * weight_decay)
+    np.divide(m, scratch, out=scratch)                # m / (sqrt(v_hat) + eps)
+    scratch *= t(lr / (1 - b1 ** step))               # m_hat = m / (1 - b1^t)
+    data -= scratch
+    return data, m, v
