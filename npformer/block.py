@@ -40,40 +40,53 @@ class BlockCache(Cache):
 
 
 class PreNormBlock(Module):
-    """x [B, N, d] -> [B, N, d]. ``attn`` takes (x, mask, positions, kv); ``ffn`` any d -> d module."""
+    """x [B, N, d] -> [B, N, d]. ``attn`` takes (x, mask, positions, kv); ``ffn`` any d -> d
+    module taking (x, token_mask).
+
+    ``forward(x, mask, positions, kv, token_mask)``: ``mask`` and ``positions`` go to the
+    attention, ``kv`` is a layer of a KV cache, ``token_mask`` [B, N] (True at real tokens)
+    keeps padding out of a MoE router's statistics. ``backward(d_out, cache, d_router)``:
+    ``d_router`` is the gradient of a pooled router loss for a MoE FFN (see ``moe``).
+    """
 
     def __init__(self, attn, ffn, norm1, norm2):
         self.norm1, self.attn, self.norm2, self.ffn = norm1, attn, norm2, ffn
 
-    def forward(self, x, mask=None, positions=None, kv=None):
+    def forward(self, x, mask=None, positions=None, kv=None, token_mask=None):
         a, norm1 = self.norm1.forward(x)
         attended, attn = self.attn.forward(a, mask, positions, kv)
         h = x + attended                                    # residual 1
         f, norm2 = self.norm2.forward(h)
-        fed, ffn = self.ffn.forward(f)
+        fed, ffn = self.ffn.forward(f, token_mask)
         y = h + fed                                         # residual 2
         return y, BlockCache(norm1, attn, norm2, ffn)
 
-    def backward(self, d_out, cache):
+    def backward(self, d_out, cache, d_router=None):
         # forward: y = h + FFN(Norm2(h))
-        d_h = d_out + self.norm2.backward(self.ffn.backward(d_out, cache.ffn), cache.norm2)
+        d_fed = self._ffn_backward(d_out, cache.ffn, d_router)
+        d_h = d_out + self.norm2.backward(d_fed, cache.norm2)
         # forward: h = x + Attn(Norm1(x))
         return d_h + self.norm1.backward(self.attn.backward(d_h, cache.attn), cache.norm1)
+
+    def _ffn_backward(self, d_out, cache, d_router):
+        if d_router is None:
+            return self.ffn.backward(d_out, cache)
+        return self.ffn.backward(d_out, cache, d_mean_probs=d_router)
 
 
 class PostNormBlock(PreNormBlock):
     """x [B, N, d] -> [B, N, d], normalising after each residual sum (the 2017 layout)."""
 
-    def forward(self, x, mask=None, positions=None, kv=None):
+    def forward(self, x, mask=None, positions=None, kv=None, token_mask=None):
         attended, attn = self.attn.forward(x, mask, positions, kv)
         h, norm1 = self.norm1.forward(x + attended)
-        fed, ffn = self.ffn.forward(h)
+        fed, ffn = self.ffn.forward(h, token_mask)
         y, norm2 = self.norm2.forward(h + fed)
         return y, BlockCache(norm1, attn, norm2, ffn)
 
-    def backward(self, d_out, cache):
+    def backward(self, d_out, cache, d_router=None):
         d_sum2 = self.norm2.backward(d_out, cache.norm2)         # forward: y = Norm2(h + FFN(h))
-        d_h = d_sum2 + self.ffn.backward(d_sum2, cache.ffn)
+        d_h = d_sum2 + self._ffn_backward(d_sum2, cache.ffn, d_router)
         d_sum1 = self.norm1.backward(d_h, cache.norm1)           # forward: h = Norm1(x + Attn(x))
         return d_sum1 + self.attn.backward(d_sum1, cache.attn)
 

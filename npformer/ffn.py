@@ -37,7 +37,9 @@ class FFN(Module):
         self.up = Linear(d, hidden, bias, rng, dtype=dtype)
         self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)
 
-    def forward(self, x):
+    def forward(self, x, token_mask=None):
+        """x [..., d] -> y [..., d]. Each position is computed alone, so padding changes
+        nothing: ``token_mask`` is accepted only so that every FFN kind fits a block."""
         act_forward, _ = ACTIVATIONS[self.activation]
         h, up = self.up.forward(x)                 # [..., hidden]
         a, act = act_forward(h)
@@ -70,7 +72,8 @@ class SwiGLU(Module):
         self.up = Linear(d, hidden, bias, rng, dtype=dtype)
         self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)
 
-    def forward(self, x):
+    def forward(self, x, token_mask=None):
+        """x [..., d] -> y [..., d]; position-wise like ``FFN`` (``token_mask`` unused)."""
         g, gate = self.gate.forward(x)                       # [..., hidden]
         value, up = self.up.forward(x)
         gated, silu = silu_forward(g)

@@ -23,6 +23,7 @@ from .embedding import Embedding, Embeddings, position_table
 from .kv_cache import KVCache
 from .linear import Linear, linear_backward, linear_forward
 from .module import Cache, ConfigDict, Module
+from .moe import AUX_OBJECTIVES, MoECache, pooled_aux_loss
 from .validate import check_choice, check_key_mask, check_positions, check_token_ids
 
 POSITIONS = ("learned", "sinusoidal", "rope", "none")
@@ -56,7 +57,8 @@ class DecoderConfig(ConfigDict):
     init_std: float = 0.02
     n_experts: int = 0                 # 0: dense FFN; > 0: Mixture of Experts FFN (Mixtral-style)
     top_k: int = 2                     # experts per token when n_experts > 0
-    moe_aux_weight: float = 0.01       # backward adds the gradient of moe_aux_weight * sum of aux losses
+    moe_aux_weight: float = 0.01       # backward adds the gradient of moe_aux_weight * aux_loss
+    moe_aux_objective: str = "per_layer"   # per_layer: sum of each layer's loss | pooled: Mixtral's
 
     @classmethod
     def gpt2(cls, **overrides):
@@ -82,6 +84,7 @@ class DecoderConfig(ConfigDict):
         """ValueError naming the first field that cannot describe a decoder."""
         self.check_positive("vocab_size", "d_model", "n_heads", "n_layers", "max_len")
         check_choice("positions", self.positions, POSITIONS)
+        check_choice("moe_aux_objective", self.moe_aux_objective, AUX_OBJECTIVES)
         self.block_config()                  # heads, norm, ffn, window, kernel, experts
 
     def block_config(self):
@@ -121,19 +124,30 @@ class DecoderCache(Cache):
     blocks: tuple
     norm: Cache
     head: Cache
+    aux_loss: float     # the MoE load-balancing loss of this forward (0.0 if dense), see below
+    d_routers: tuple    # per block: its router's share of that loss's gradient, or None
 
     def attention(self, layer=0):
         """Attention weights [B, H, N, M] of one layer."""
         return self.blocks[layer].attn.weights
 
-    @property
-    def aux_loss(self):
-        """Sum of the MoE layers' load-balancing losses in this forward (0.0 if dense).
 
-        Training loss = CE + config.moe_aux_weight * aux_loss; ``DecoderLM.backward``
-        already includes the second term's gradient (each MoE layer adds it).
-        """
-        return float(sum(getattr(block.ffn, "aux_loss", 0.0) for block in self.blocks))
+def router_loss(block_caches, objective):
+    """The MoE load-balancing loss of a forward and, per block, the gradient its router
+    receives from it (None where the layer computes its own: "per_layer", or dense).
+
+    "per_layer": the sum of every MoE layer's own aux loss. "pooled": Hugging Face Mixtral's
+    one loss over all layers' routing (``moe.pooled_aux_loss``).
+    Training loss = CE + config.moe_aux_weight * aux_loss; ``DecoderLM.backward`` already
+    includes the second term's gradient.
+    """
+    moe = [c.ffn for c in block_caches if isinstance(c.ffn, MoECache)]
+    if not moe:
+        return 0.0, (None,) * len(block_caches)
+    if objective == "per_layer":
+        return float(sum(c.aux_loss for c in moe)), (None,) * len(block_caches)
+    aux, d_mean_probs = pooled_aux_loss(moe)
+    return aux, tuple(d_mean_probs if isinstance(c.ffn, MoECache) else None for c in block_caches)
 
 
 class DecoderLM(Module):
@@ -188,19 +202,23 @@ class DecoderLM(Module):
         blocks = []
         for i, block in enumerate(self.blocks):
             kv = None if kv_cache is None else kv_cache.layers[i]
-            x, block_cache = block.forward(x, padding, positions, kv)
+            x, block_cache = block.forward(x, padding, positions, kv, key_mask)
             blocks.append(block_cache)
         if kv_cache is not None:
             kv_cache.advance(ids.shape[1])
         h, norm = self.norm.forward(x)
         logits, head = self.head.forward(h)                    # [B, N, V]
-        return logits, DecoderCache(embed, tuple(blocks), norm, head)
+        aux_loss, d_routers = router_loss(blocks, self.config.moe_aux_objective)
+        return logits, DecoderCache(embed, tuple(blocks), norm, head, aux_loss, d_routers)
 
     def backward(self, d_out, cache):
-        """Accumulates every parameter's gradient; ids have none, so returns None."""
+        """Accumulates every parameter's gradient, the MoE loss's included (weighted by
+        ``config.moe_aux_weight``); ids have none, so returns None."""
         d_x = self.norm.backward(self.head.backward(d_out, cache.head), cache.norm)
-        for block, block_cache in zip(reversed(self.blocks), reversed(cache.blocks)):
-            d_x = block.backward(d_x, block_cache)
+        weight = self.config.moe_aux_weight
+        for block, block_cache, d_router in zip(reversed(self.blocks), reversed(cache.blocks),
+                                                reversed(cache.d_routers)):
+            d_x = block.backward(d_x, block_cache, None if d_router is None else weight * d_router)
         return self.embed.backward(d_x, cache.embed)
 
     # -- the checks behind forward ---------------------------------------------------------

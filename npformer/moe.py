@@ -14,17 +14,26 @@ training adds an auxiliary loss (Switch Transformer, Mixtral):
 
     aux = E * sum_e f_e * P_e,   f_e = (routing slots sent to e) / T,   P_e = mean_t probs[t, e]
 
+(T counts the real tokens: with a ``token_mask`` padded positions are left out of f and P.)
+
 f_e is the fraction of tokens that have e among their k choices (sum_e f_e = k),
 so a perfectly balanced router (f_e = k/E, P_e = 1/E) gives aux = k, and so does
 any router whose mean probabilities are uniform. f_e is a count, so the gradient
 of aux flows through P_e only.
 
-Protocol: ``forward(x) -> (y, cache)`` with ``cache.aux_loss`` (a float).
-``backward(d_y, cache)`` returns d_x and adds into every parameter's grad the
-gradient of  <y, d_y> + aux_weight * aux : the layer adds its own weighted
-auxiliary gradient, so a model trained on  CE + aux_weight * (sum of aux losses)
-needs nothing beyond its usual backward. ``backward(d_y, cache, d_aux=g)`` uses
-the upstream gradient g for aux instead of ``aux_weight`` (gradient checks).
+Two objectives over a stack of MoE layers (``AUX_OBJECTIVES``):
+- "per_layer": one aux loss per layer, summed (the Switch Transformer's way);
+- "pooled": Hugging Face's Mixtral, one aux loss from f and P averaged over every
+  layer's routing, E * sum_e mean_l(f_e) * mean_l(P_e) (``pooled_aux_loss``).
+They agree for one layer and differ for more.
+
+Protocol: ``forward(x, token_mask=None) -> (y, cache)`` with ``cache.aux_loss`` (this
+layer's aux, a float). ``backward(d_y, cache)`` returns d_x and adds into every
+parameter's grad the gradient of  <y, d_y> + aux_weight * aux : the layer adds its own
+weighted auxiliary gradient, so a model trained on  CE + aux_weight * (sum of aux losses)
+needs nothing beyond its usual backward. ``backward(d_y, cache, d_aux=g)`` uses g instead
+of ``aux_weight``; ``backward(d_y, cache, d_mean_probs=g)`` takes the gradient of the
+training objective with respect to this layer's P [E] directly (the pooled objective).
 """
 from __future__ import annotations
 
@@ -39,6 +48,7 @@ from .linear import Linear
 from .module import Cache, Module
 
 EXPERT_KINDS = ("swiglu",) + tuple(ACTIVATIONS)   # SwiGLU, or an FFN with this activation
+AUX_OBJECTIVES = ("per_layer", "pooled")
 
 
 class MoECounts(NamedTuple):
@@ -70,7 +80,9 @@ class MoECache(Cache):
     weights: np.ndarray            # [T, k] renormalised kept weights
     kept_total: np.ndarray         # [T, 1] sum of the kept probs before renormalising
     calls: tuple                   # one ExpertCall (or None if it got no token) per expert
+    real: np.ndarray               # [T] bool: the tokens counted in f and P (not padding)
     load: np.ndarray               # [E] f_e
+    mean_probs: np.ndarray         # [E] P_e
     aux_loss: float
     shape: tuple                   # the input's shape [..., d]
 
@@ -125,7 +137,9 @@ class MoE(Module):
             self.experts = [FFN(d, hidden, 4, expert, bias, rng, dtype, out_std)
                             for _ in range(n_experts)]
 
-    def forward(self, x):
+    def forward(self, x, token_mask=None):
+        """x [..., d] -> y [..., d]; ``token_mask`` [...] bool (True at real tokens) keeps
+        padded positions out of the routing statistics f and P."""
         E, k = self.n_experts, self.top_k
         d = x.shape[-1]
         flat = x.reshape(-1, d)                                       # [T, d]
@@ -149,15 +163,30 @@ class MoE(Module):
             y[rows] += weights[rows, slots, None] * out               # a token meets e at most once
             calls.append(ExpertCall(rows, slots, out, expert_cache))
 
-        load = np.bincount(chosen.ravel(), minlength=E) / max(T, 1)   # f_e [E], sums to k
-        mean_probs = probs.mean(axis=0) if T else np.zeros(E)         # P_e [E]
+        real = self._real_tokens(token_mask, x.shape[:-1])            # [T]
+        n_real = max(int(real.sum()), 1)
+        load = np.bincount(chosen[real].ravel(), minlength=E) / n_real   # f_e [E], sums to k
+        mean_probs = probs[real].sum(axis=0) / n_real                 # P_e [E]
         aux_loss = float(E * np.dot(load, mean_probs))
         return y.reshape(x.shape), MoECache(router, softmax, chosen, weights, kept_total,
-                                            tuple(calls), load, aux_loss, x.shape)
+                                            tuple(calls), real, load, mean_probs, aux_loss, x.shape)
 
-    def backward(self, d_out, cache, d_aux=None):
-        """d_x; parameters get the gradient of <y, d_out> + d_aux * aux (d_aux: aux_weight)."""
-        d_aux = self.aux_weight if d_aux is None else d_aux
+    @staticmethod
+    def _real_tokens(token_mask, shape):
+        if token_mask is None:
+            return np.ones(int(np.prod(shape)), bool)
+        token_mask = np.asarray(token_mask)
+        if token_mask.dtype != bool or token_mask.shape != tuple(shape):
+            raise ValueError(f"token_mask: expected a boolean array of shape {tuple(shape)} (True at "
+                             f"real tokens), got {token_mask.dtype} of shape {token_mask.shape}")
+        return token_mask.reshape(-1)
+
+    def backward(self, d_out, cache, d_aux=None, d_mean_probs=None):
+        """d_x; parameters get the gradient of <y, d_out> + d_aux * aux (d_aux: aux_weight),
+        or of <y, d_out> + <P, d_mean_probs> when ``d_mean_probs`` [E] is given."""
+        if d_mean_probs is None:
+            d_aux = self.aux_weight if d_aux is None else d_aux
+            d_mean_probs = d_aux * self.n_experts * cache.load       # aux = E sum_e f_e P_e
         d = cache.shape[-1]
         d_y = d_out.reshape(-1, d)                                    # [T, d]
         weights = cache.weights
@@ -173,10 +202,9 @@ class MoE(Module):
         d_kept = (d_weights - np.sum(d_weights * weights, axis=-1, keepdims=True)) / cache.kept_total
         d_probs = np.zeros_like(cache.probs)                          # [T, E]
         np.put_along_axis(d_probs, cache.chosen, d_kept, axis=-1)     # the k chosen are distinct
-        T, E = d_probs.shape
-        if d_aux and T:
-            # aux = E * sum_e f_e * mean_t probs[t, e]  ->  d aux / d probs[t, e] = E f_e / T
-            d_probs += (d_aux * E / T * cache.load).astype(d_probs.dtype)
+        # forward: P_e = mean over the real tokens t of probs[t, e]
+        n_real = max(int(cache.real.sum()), 1)
+        d_probs += (cache.real[:, None] * d_mean_probs / n_real).astype(d_probs.dtype)
         d_logits = softmax_backward(d_probs, cache.softmax)
         d_flat += self.router.backward(d_logits, cache.router)
         return d_flat.reshape(cache.shape)
@@ -203,6 +231,17 @@ class MoE(Module):
     def active_parameters(self):
         """Parameters one token computes with: the router and k experts."""
         return self.router.num_parameters() + self.top_k * self.experts[0].num_parameters()
+
+
+def pooled_aux_loss(caches):
+    """Hugging Face Mixtral's router loss over a stack of MoE layers (their ``MoECache``s):
+    aux = E * sum_e mean_l(f_e) * mean_l(P_e). Returns (aux, d aux / d P_l), the gradient
+    being the same [E] vector for every layer, E * mean_l(f) / L."""
+    caches = list(caches)
+    E, L = len(caches[0].load), len(caches)
+    load = np.mean([c.load for c in caches], axis=0)              # f pooled over layers [E]
+    mean_probs = np.mean([c.mean_probs for c in caches], axis=0)  # P pooled over layers [E]
+    return float(E * np.dot(load, mean_probs)), E * load / L
 
 
 def active_parameters(model):

@@ -108,3 +108,49 @@ def test_bad_moe_config_names_the_field():
     with pytest.raises(ValueError, match="n_experts: expected an integer >= 0"):
         DecoderConfig(n_experts=-1)
     DecoderConfig(n_experts=0, top_k=5)                 # dense: top_k unused
+
+
+def _hf_pooled_aux(caches, E, real):
+    """Hugging Face Mixtral's load_balancing_loss_func, rewritten from its definition: the
+    routing of every layer and real token pooled, aux = E * sum_e f_e P_e."""
+    probs = np.concatenate([c.probs[real] for c in caches])              # [L * T_real, E]
+    chosen = np.concatenate([c.chosen[real] for c in caches])            # [L * T_real, k]
+    one_hot = np.eye(E)[chosen]                                          # [L * T_real, k, E]
+    tokens_per_expert = one_hot.mean(axis=0)                             # [k, E]
+    return E * np.sum(tokens_per_expert * probs.mean(axis=0)[None, :])
+
+
+@given(seed=seeds, layers=st.integers(1, 3), padded=st.booleans())
+def test_pooled_objective_is_hugging_faces_formula(seed, layers, padded):
+    model = tiny(seed, n_layers=layers, moe_aux_objective="pooled")
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, 13, (2, 6))
+    key_mask = np.ones((2, 6), bool)
+    if padded:
+        key_mask[1, :3] = False
+    _, cache = model.forward(ids, key_mask=key_mask)
+    moe = [block.ffn for block in cache.blocks]
+    assert cache.aux_loss == pytest.approx(_hf_pooled_aux(moe, 4, key_mask.reshape(-1)), rel=1e-12)
+    per_layer = tiny(seed, n_layers=layers).forward(ids, key_mask=key_mask)[1]
+    if layers == 1:                                   # one layer: the two objectives agree
+        assert per_layer.aux_loss == pytest.approx(cache.aux_loss, rel=1e-12)
+
+
+@pytest.mark.parametrize("objective", ["per_layer", "pooled"])
+def test_padded_positions_do_not_count_in_the_routing_statistics(objective):
+    model = tiny(3, moe_aux_objective=objective)
+    rng = np.random.default_rng(4)
+    ids = rng.integers(0, 13, (2, 7))
+    key_mask = np.ones((2, 7), bool)
+    key_mask[0, :3] = False                            # three left-padded positions
+    other = ids.copy()
+    other[0, :3] = (ids[0, :3] + 5) % 13               # different tokens where padded
+    first = model.forward(ids, key_mask=key_mask)[1]
+    second = model.forward(other, key_mask=key_mask)[1]
+    assert first.aux_loss == second.aux_loss
+    assert model.forward(other)[1].aux_loss != first.aux_loss      # without the mask they count
+
+
+def test_unknown_aux_objective_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"moe_aux_objective: expected one of \('per_layer', 'pooled'\)"):
+        DecoderConfig.mixtral(moe_aux_objective="mean")

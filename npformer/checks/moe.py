@@ -96,6 +96,15 @@ def _(rng, size):
 
 @case("DecoderLM (Mixtral)")
 def _(rng, size):
+    return _mixtral(rng, size, "per_layer")
+
+
+@case("DecoderLM (Mixtral, pooled)")
+def _(rng, size):
+    return _mixtral(rng, size, "pooled")
+
+
+def _mixtral(rng, size, objective):
     B, N, d, H = shape(size)
     recipe = [dict(n_kv_heads=1, n_experts=2, top_k=1),
               dict(n_layers=2, n_experts=4, top_k=2),
@@ -105,7 +114,7 @@ def _(rng, size):
         make = DecoderConfig if size == 1 else DecoderConfig.mixtral
         extra = {"ffn": "gelu"} if size == 1 else {}
         config = make(d_model=d, n_heads=H, vocab_size=11, ffn_hidden=d, moe_aux_weight=aux_weight,
-                      **recipe, **extra)
+                      moe_aux_objective=objective, **recipe, **extra)
         model = DecoderLM(config, rng, np.float64)
         randomize(model, rng)
         return model, (rng.integers(0, 11, (B, N)),), {"key_mask": left_padded(B, N)}
