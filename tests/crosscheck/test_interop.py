@@ -85,6 +85,17 @@ def test_import_from_save_pretrained_directory(family, tmp_path):
         np.testing.assert_array_equal(dict(ours.named_parameters())[name].data, p.data, err_msg=name)
 
 
+def test_import_from_sharded_save_pretrained_directory(tmp_path):
+    model_class, config = llama()
+    theirs = build_hf(model_class, config, np.float32)
+    theirs.save_pretrained(tmp_path, max_shard_size="20KB")
+    index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 1 and not (tmp_path / "model.safetensors").exists()
+    ours = dict(from_hf(tmp_path).named_parameters())
+    for name, p in from_hf(theirs.state_dict(), config).named_parameters():
+        np.testing.assert_array_equal(ours[name].data, p.data, err_msg=name)
+
+
 def test_bf16_bits_widen_exactly():
     # sign | 8 exponent bits | 7 mantissa bits: the top half of a float32
     bits = np.array([0x3F80, 0xC000, 0x3EAB, 0x0000, 0x8000, 0x7F80, 0x0001], np.uint16)

@@ -1,0 +1,58 @@
+"""Hugging Face interop: open a real checkpoint in npformer, and save npformer models for transformers.
+
+A Hugging Face checkpoint is a directory with ``config.json`` (the shape of the
+model) and ``model.safetensors`` (named tensors). Importing means three things,
+one module each:
+
+1. ``configs``: translate the config into ours (``decoder_config_from_hf`` ...),
+   refusing any setting our model cannot express, with the config key in the message;
+2. ``tables``: map every tensor name to our parameter name, one table per family;
+3. ``tables`` again: fix the layouts. PyTorch's nn.Linear stores W as
+   [d_out, d_in], ours is [d_in, d_out] (GPT-2's Conv1D is already [in, out]); our
+   attention fuses Q, K and V into one ``qkv`` Linear with columns [H*D | H_kv*D | H_kv*D].
+
+``files`` reads and writes the ``.safetensors`` files and checkpoint directories
+(atomically, through ``npformer.fileio``); ``convert`` holds the entry points.
+
+Families: GPT-2, Llama and Mixtral -> ``DecoderLM``; BERT -> ``Encoder``;
+BART -> ``EncoderDecoder``. Llama-family RoPE rotates feature i with feature
+i + D/2 (``rope_layout="half"``). BF16 tensors (NumPy has no such type) are
+widened to float32 bit-exactly. T5 is refused: its relative-position buckets
+have no counterpart in npformer's attention.
+
+    model = from_hf("path/to/checkpoint")     # or from_hf(state_dict, config)
+    save_hf(model, "out/")                    # transformers.AutoModelForCausalLM loads it
+    hf_state_dict(model)                      # {their name: array}; grads=True for gradients
+    read_hf_checkpoint("path/to/checkpoint")  # (config dict, {their name: array}), unconverted
+
+``read_hf_checkpoint`` reads Hugging Face's files; npformer's own training
+checkpoints are read by ``npformer.checkpoint.load_checkpoint``. Reading and
+writing ``.safetensors`` needs the optional extra ``pip install npformer[hf]``;
+nothing optional is imported until a file is touched.
+"""
+from __future__ import annotations
+
+import warnings
+
+from .configs import (FAMILIES, decoder_config_from_hf, encoder_config_from_hf, family_of,
+                      hf_config_dict, hf_config_from_decoder, seq2seq_config_from_hf)
+from .convert import convert_state_dict, from_hf, hf_grads_as_ours, hf_state_dict, save_hf
+from .files import (bf16_to_float32, read_hf_checkpoint, read_safetensors, to_numpy,
+                    write_hf_checkpoint, write_safetensors)
+from .tables import ParamMap, table_for
+
+__all__ = ["FAMILIES", "ParamMap", "bf16_to_float32", "convert_state_dict",
+           "decoder_config_from_hf", "encoder_config_from_hf", "family_of", "from_hf", "hf_config_dict",
+           "hf_config_from_decoder", "hf_grads_as_ours", "hf_state_dict", "load_checkpoint",
+           "read_hf_checkpoint", "read_safetensors", "save_hf", "seq2seq_config_from_hf",
+           "table_for", "to_numpy", "write_hf_checkpoint", "write_safetensors"]
+
+
+def load_checkpoint(directory):
+    """Deprecated name of ``read_hf_checkpoint`` (it shared its name with
+    ``npformer.checkpoint.load_checkpoint``, which reads npformer's own checkpoints)."""
+    warnings.warn("npformer.interop.load_checkpoint is deprecated: use "
+                  "npformer.interop.read_hf_checkpoint for Hugging Face checkpoint directories "
+                  "(npformer.checkpoint.load_checkpoint reads npformer's own)",
+                  DeprecationWarning, stacklevel=2)
+    return read_hf_checkpoint(directory)
