@@ -4,6 +4,7 @@ import pytest
 
 import npformer
 from npformer.checks import CASES, missing_cases, public_components
+from npformer.checks.moe import aux_weights
 from npformer.gradcheck import GradcheckError, assert_gradcheck, gradcheck
 from npformer.linear import Linear
 
@@ -72,3 +73,32 @@ def test_gradcheck_randomises_parameters_away_from_defaults():
     finally:
         LayerNorm.forward = original
     assert not np.allclose(seen[0], 1.0)
+
+
+@pytest.mark.parametrize("size", [0, 1, 2])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_two_backward_passes_accumulate_exactly_twice_the_gradient(name, size):
+    # The protocol: backward ADDS into .grad. Two identical forward + backward passes without
+    # zero_grad give 2x one pass for every parameter (exactly, but for the rounding of a sum
+    # taken in another order where a parameter gets several contributions: repeated ids, a
+    # tied head); a backward that assigns instead of adding gives 1x.
+    target, inputs, options = CASES[name](np.random.default_rng(100 + size), size)
+    if not isinstance(target, npformer.Module):
+        return                                          # function pairs return, never accumulate
+    options = {k: v for k, v in options.items() if k not in ("randomize", "upstream")}
+    target = target.astype(np.float64)
+    inputs = [np.asarray(x, np.float64) if np.issubdtype(np.asarray(x).dtype, np.floating) else x
+              for x in inputs]
+    out, cache = target.forward(*inputs, **options)
+    upstream = np.random.default_rng(7).standard_normal(np.shape(out))
+    if hasattr(target, "target"):                       # the MoE harness: its aux upstream entry
+        upstream[-1] = aux_weights(target.target)[0]
+    target.zero_grad()
+    target.backward(upstream, cache)
+    once = {n: p.grad.copy() for n, p in target.named_parameters()}
+    assert any(np.abs(g).max() > 0 for g in once.values()) or not once
+    out, cache = target.forward(*inputs, **options)
+    target.backward(upstream, cache)
+    for n, p in target.named_parameters():
+        np.testing.assert_allclose(p.grad, 2 * once[n], rtol=1e-12, atol=1e-12 * np.abs(once[n]).max(),
+                                   err_msg=n)
