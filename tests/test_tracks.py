@@ -12,6 +12,7 @@ from hypothesis import given, strategies as st
 
 import npformer
 from npformer import track, use_track
+from npformer.fast import on_cores
 from npformer.track import current_track, twins
 
 TOLERANCE = {np.float64: 1e-12, np.float32: 1e-5}
@@ -122,10 +123,17 @@ def _run(name, inputs, options, upstream):
     return out, grads if isinstance(grads, tuple) else (grads,)
 
 
+@pytest.mark.parametrize("cores", [1, 2])
 @pytest.mark.parametrize("name", sorted(PAIRS))
 @given(seed=seeds, dtype=dtypes, scale=st.sampled_from([0.1, 1.0, 3.0]),
        B=st.integers(1, 3), N=st.integers(1, 7), d=st.integers(2, 9))
-def test_fast_twin_equals_plain(name, seed, dtype, scale, B, N, d):
+def test_fast_twin_equals_plain(name, cores, seed, dtype, scale, B, N, d):
+    # with 2 cores and blocks of a single row, every kernel splits whatever it can
+    with on_cores(cores, min_rows=1):
+        _check_pair(name, seed, dtype, scale, B, N, d)
+
+
+def _check_pair(name, seed, dtype, scale, B, N, d):
     rng = np.random.default_rng(seed)
     inputs, options = PAIRS[name][2](rng, dtype, scale, B, N, d)
     with track("plain"):
@@ -141,8 +149,14 @@ def test_fast_twin_equals_plain(name, seed, dtype, scale, B, N, d):
         assert_same(p, f, dtype, f"{name} gradient {i}", floor)
 
 
+@pytest.mark.parametrize("cores", [1, 2])
 @given(seed=seeds, dtype=dtypes, steps=st.integers(1, 4), decay=st.sampled_from([0.0, 0.1]))
-def test_fast_adamw_update_equals_plain(seed, dtype, steps, decay):
+def test_fast_adamw_update_equals_plain(cores, seed, dtype, steps, decay):
+    with on_cores(cores, min_rows=1):
+        _check_adamw(seed, dtype, steps, decay)
+
+
+def _check_adamw(seed, dtype, steps, decay):
     rng = np.random.default_rng(seed)
     start = rng.standard_normal((3, 5)).astype(dtype)
     results = {}
@@ -232,12 +246,13 @@ def _one_training_step(recipe, dtype, seed):
     return logits, loss, grads, model.state_dict()
 
 
+@pytest.mark.parametrize("cores", [1, 2])
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_a_model_trains_identically_on_both_tracks(recipe, dtype):
+def test_a_model_trains_identically_on_both_tracks(recipe, dtype, cores):
     with track("plain"):
         logits, loss, grads, params = _one_training_step(recipe, dtype, 3)
-    with track("fast"):
+    with track("fast"), on_cores(cores, min_rows=1):
         fast_logits, fast_loss, fast_grads, fast_params = _one_training_step(recipe, dtype, 3)
     assert_same(logits, fast_logits, dtype, "logits")
     assert_same(loss, fast_loss, dtype, "loss")

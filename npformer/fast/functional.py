@@ -2,7 +2,8 @@
 
 On this machine a fresh multi-megabyte temporary costs more in page faults than the
 arithmetic on it, so each function here works in one or two arrays, updated in place
-with ``out=`` and augmented assignment. The numbers are those of the plain twins.
+with ``out=`` and augmented assignment, and splits its rows over the cores
+(``parallel.run_blocks``). The numbers are those of the plain twins.
 """
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ import numpy as np
 from .. import functional as plain
 from ..functional import GELU_A, GELU_C, GeluTanhCache, SiluCache, SoftmaxCache
 from ..track import twin_of
+from .parallel import run_blocks
+
+
+def as_rows(a):
+    """A [rows, last axis] view of a contiguous array (a 0-d array is one row of one)."""
+    return a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
 
 
 def softmax_inplace(scores, axis=-1):
@@ -35,7 +42,11 @@ def softmax_forward(x, axis=-1, mask=None):
         y = np.where(mask, x, x.dtype.type(-np.inf))
     else:
         y = x.copy()
-    softmax_inplace(y, axis)
+    if axis % max(y.ndim, 1) == y.ndim - 1 and y.ndim:
+        rows = as_rows(y)
+        run_blocks(lambda s: softmax_inplace(rows[s]), len(rows))
+    else:
+        softmax_inplace(y, axis)
     return y, SoftmaxCache(y, axis)
 
 
@@ -43,75 +54,108 @@ def softmax_forward(x, axis=-1, mask=None):
 def softmax_backward(d_out, cache):
     """Twin of ``npformer.functional.softmax_backward``: the row dot by einsum, then in place."""
     y = cache.y
-    axis = cache.axis % y.ndim
-    if axis == y.ndim - 1:
-        row_dot = np.einsum("...j,...j->...", d_out, y)[..., None]
-    else:
-        row_dot = np.sum(d_out * y, axis=axis, keepdims=True)
-    d_x = d_out - row_dot
-    d_x *= y
+    if y.ndim == 0 or cache.axis % y.ndim != y.ndim - 1:
+        return y * (d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True))
+    d_x = np.array(np.broadcast_to(d_out, y.shape), dtype=y.dtype)
+    rows, y_rows = as_rows(d_x), as_rows(y)
+
+    def work(s):
+        rows[s] -= np.einsum("ij,ij->i", rows[s], y_rows[s])[:, None]
+        rows[s] *= y_rows[s]
+    run_blocks(work, len(rows))
     return d_x
+
+
+def _gelu_tanh_into(x, y, t):
+    """y = 0.5 x (1 + t), t = tanh(c x (1 + a x^2)), written into y and t."""
+    c, a = x.dtype.type(GELU_C), x.dtype.type(GELU_A)
+    np.multiply(x, x, out=t)                    # x*x*x, never x**3 (slow on float32)
+    t *= a
+    t += 1
+    t *= x
+    t *= c
+    np.tanh(t, out=t)
+    np.add(t, 1, out=y)
+    y *= x
+    y *= x.dtype.type(0.5)
 
 
 @twin_of(plain.gelu_tanh_forward)
 def gelu_tanh_forward(x):
     """Twin of ``npformer.functional.gelu_tanh_forward``: two arrays, built with ``out=``."""
-    c, a = x.dtype.type(GELU_C), x.dtype.type(GELU_A)
-    t = x * x                                   # x*x*x, never x**3 (slow on float32)
-    t *= a
-    t += 1
-    t *= x
-    t *= c
-    np.tanh(t, out=t)                           # t = tanh(c x (1 + a x^2)), in place
-    y = t + 1
-    y *= x
-    y *= x.dtype.type(0.5)
+    x = np.ascontiguousarray(x)
+    y, t = np.empty_like(x), np.empty_like(x)
+    x_rows, y_rows, t_rows = as_rows(x), as_rows(y), as_rows(t)
+    run_blocks(lambda s: _gelu_tanh_into(x_rows[s], y_rows[s], t_rows[s]), len(x_rows))
     return y, GeluTanhCache(x, t)
 
 
-@twin_of(plain.gelu_tanh_backward)
-def gelu_tanh_backward(d_out, cache):
-    """Twin of ``npformer.functional.gelu_tanh_backward``: two arrays, built with ``out=``."""
-    x, t = cache.x, cache.t
+def _gelu_tanh_slope_into(x, t, d_out, slope):
+    """slope = d_out * (0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)), written into slope."""
     c, a = x.dtype.type(GELU_C), x.dtype.type(GELU_A)
     inner = x * x
     inner *= 3 * a
     inner += 1
     inner *= x
     inner *= c                                  # c x (1 + 3 a x^2)
-    slope = t * t
+    np.multiply(t, t, out=slope)
     np.subtract(1, slope, out=slope)            # 1 - t^2
     slope *= inner
     slope += t
     slope += 1
     slope *= x.dtype.type(0.5)
     slope *= d_out
+
+
+@twin_of(plain.gelu_tanh_backward)
+def gelu_tanh_backward(d_out, cache):
+    """Twin of ``npformer.functional.gelu_tanh_backward``: two arrays, built with ``out=``."""
+    x, t = cache.x, cache.t
+    d_out = np.ascontiguousarray(np.broadcast_to(d_out, x.shape))
+    slope = np.empty_like(x)
+    rows = [as_rows(a) for a in (x, t, d_out, slope)]
+    run_blocks(lambda s: _gelu_tanh_slope_into(*(r[s] for r in rows)), len(rows[0]))
     return slope
 
 
-def sigmoid(x):
-    """1 / (1 + exp(-x)) in one array (4x faster than scipy's expit on float32)."""
-    s = np.negative(x, out=np.empty_like(x))   # an array even for 0-d x
+def sigmoid_into(x, s):
+    """s = 1 / (1 + exp(-x)), in place (4x faster than scipy's expit on float32)."""
+    np.negative(x, out=s)
     with np.errstate(over="ignore"):            # exp(-x) = inf for x < -88: s is then exactly 0
         np.exp(s, out=s)
     s += 1
-    return np.reciprocal(s, out=s)
+    np.reciprocal(s, out=s)
 
 
 @twin_of(plain.silu_forward)
 def silu_forward(x):
     """Twin of ``npformer.functional.silu_forward``: the sigmoid in one array."""
-    s = sigmoid(x)
-    return x * s, SiluCache(x, s)
+    x = np.ascontiguousarray(x)
+    s, y = np.empty_like(x), np.empty_like(x)
+    x_rows, s_rows, y_rows = as_rows(x), as_rows(s), as_rows(y)
+
+    def work(rows):
+        sigmoid_into(x_rows[rows], s_rows[rows])
+        np.multiply(x_rows[rows], s_rows[rows], out=y_rows[rows])
+    run_blocks(work, len(x_rows))
+    return y, SiluCache(x, s)
+
+
+def _silu_slope_into(x, s, d_out, slope):
+    """slope = d_out * s (1 + x (1 - s)), written into slope."""
+    np.subtract(1, s, out=slope)
+    slope *= x
+    slope += 1
+    slope *= s
+    slope *= d_out
 
 
 @twin_of(plain.silu_backward)
 def silu_backward(d_out, cache):
     """Twin of ``npformer.functional.silu_backward``: one array, updated in place."""
-    s = cache.s
-    d_x = 1 - s
-    d_x *= cache.x
-    d_x += 1
-    d_x *= s
-    d_x *= d_out
-    return d_x
+    x, s = cache.x, cache.s
+    d_out = np.ascontiguousarray(np.broadcast_to(d_out, x.shape))
+    slope = np.empty_like(x)
+    rows = [as_rows(a) for a in (x, s, d_out, slope)]
+    run_blocks(lambda r: _silu_slope_into(*(a[r] for a in rows)), len(rows[0]))
+    return slope

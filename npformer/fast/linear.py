@@ -1,8 +1,10 @@
-"""Fast twins of ``npformer.linear``: every position as one row of a single 2-D GEMM.
+"""Fast twins of ``npformer.linear``: every position as one row of 2-D GEMMs, split over cores.
 
-``x @ W`` on a [B, N, d_in] array runs one GEMM per batch row; reshaped to
-[B*N, d_in] it is one larger GEMM, which BLAS runs faster. The bias gradient is a
-matrix-vector product with a vector of ones, faster than ``.sum(axis=0)``.
+``x @ W`` on a [B, N, d_in] array runs one GEMM per batch row; reshaped to [B*N, d_in]
+it is one larger GEMM, which BLAS runs faster. With several cores the rows of the output
+(and of dW) are cut into blocks computed at once (``parallel.run_blocks``), each product
+written straight into its place with ``out=``. The bias gradient is a matrix-vector
+product with a vector of ones, faster than ``.sum(axis=0)``.
 """
 from __future__ import annotations
 
@@ -11,25 +13,33 @@ import numpy as np
 from .. import linear as plain
 from ..linear import LinearCache
 from ..track import twin_of
+from .parallel import run_blocks
 
 
 @twin_of(plain.linear_forward)
 def linear_forward(x, weight, bias=None):
-    """Twin of ``npformer.linear.linear_forward``: one 2-D GEMM, the bias added in place."""
+    """Twin of ``npformer.linear.linear_forward``: one 2-D GEMM in row blocks, the bias in place."""
     d_in, d_out = weight.shape
-    y = (x.reshape(-1, d_in) @ weight).reshape(x.shape[:-1] + (d_out,))
-    if bias is not None:
-        y += bias
-    return y, LinearCache(x, weight, bias is not None)
+    rows = x.reshape(-1, d_in)
+    y = np.empty((len(rows), d_out), np.result_type(x, weight))
+
+    def work(s):
+        np.matmul(rows[s], weight, out=y[s])
+        if bias is not None:
+            y[s] += bias
+    run_blocks(work, len(rows))
+    return y.reshape(x.shape[:-1] + (d_out,)), LinearCache(x, weight, bias is not None)
 
 
 @twin_of(plain.linear_backward)
 def linear_backward(d_out, cache):
-    """Twin of ``npformer.linear.linear_backward``: 2-D GEMMs, the bias gradient as ones @ dy."""
+    """Twin of ``npformer.linear.linear_backward``: 2-D GEMMs in blocks, the bias gradient as ones @ dy."""
     x, weight = cache.x, cache.weight
-    d_in, d_out_width = weight.shape
-    x_rows, d_rows = x.reshape(-1, d_in), d_out.reshape(-1, d_out_width)
-    d_weight = x_rows.T @ d_rows
+    d_in, width = weight.shape
+    x_rows, d_rows = x.reshape(-1, d_in), d_out.reshape(-1, width)
+    d_x = np.empty((len(d_rows), d_in), d_rows.dtype)
+    d_weight = np.empty((d_in, width), d_rows.dtype)
+    run_blocks(lambda s: np.matmul(d_rows[s], weight.T, out=d_x[s]), len(d_rows))
+    run_blocks(lambda s: np.matmul(x_rows[:, s].T, d_rows, out=d_weight[s]), d_in)
     d_bias = np.ones(len(d_rows), d_rows.dtype) @ d_rows if cache.has_bias else None
-    d_x = (d_rows @ weight.T).reshape(x.shape)
-    return d_x, d_weight, d_bias
+    return d_x.reshape(x.shape), d_weight, d_bias

@@ -1,4 +1,4 @@
-"""Fast twin of ``npformer.loss``: cross-entropy in one [B*N, V] array.
+"""Fast twin of ``npformer.loss``: cross-entropy in one [B*N, V] array, rows split over cores.
 
 The softmax runs in place on the shifted logits; the loss comes from the log of each
 row's sum; the backward scales the probabilities and subtracts the one-hot entries by
@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import loss as plain
-from ..loss import CrossEntropyCache, IGNORE_INDEX, check_targets
+from ..loss import IGNORE_INDEX, CrossEntropyCache, check_targets
 from ..track import twin_of
+from .parallel import run_blocks
 
 
 @twin_of(plain.cross_entropy_forward)
@@ -18,21 +19,33 @@ def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
     """Twin of ``npformer.loss.cross_entropy_forward``: softmax in place, loss from log-sum-exp."""
     targets, counted = check_targets(logits, targets, ignore_index)
     safe = np.where(counted, targets, 0)
-    probs = logits - np.max(logits, axis=-1, keepdims=True)          # shifted, [..., V]
-    picked = np.take_along_axis(probs, safe[..., None], axis=-1)[..., 0]
-    np.exp(probs, out=probs)
-    total = np.sum(probs, axis=-1, keepdims=True)
-    probs /= total                                                   # softmax, in place
+    V = logits.shape[-1]
+    rows, probs = logits.reshape(-1, V), np.empty(logits.shape, logits.dtype)
+    prob_rows, safe_rows, counted_rows = probs.reshape(-1, V), safe.reshape(-1), counted.reshape(-1)
+
+    def work(s):
+        p = prob_rows[s]
+        np.subtract(rows[s], rows[s].max(axis=-1, keepdims=True), out=p)     # shifted
+        picked = p[np.arange(len(p)), safe_rows[s]]
+        np.exp(p, out=p)
+        total = p.sum(axis=-1, keepdims=True)
+        p /= total                                                       # softmax, in place
+        return ((np.log(total[:, 0]) - picked) * counted_rows[s]).sum()
     count = int(counted.sum())
-    loss = ((np.log(total[..., 0]) - picked) * counted).sum() / max(count, 1)
+    loss = sum(run_blocks(work, len(rows))) / max(count, 1)
     return logits.dtype.type(loss), CrossEntropyCache(probs, safe, counted, count)
 
 
 @twin_of(plain.cross_entropy_backward)
 def cross_entropy_backward(d_loss, cache):
     """Twin of ``npformer.loss.cross_entropy_backward``: one scaled copy, one-hot by fancy index."""
-    weight = (cache.counted * (d_loss / max(cache.count, 1))).astype(cache.probs.dtype)
-    d_logits = cache.probs * weight[..., None]
-    rows = d_logits.reshape(-1, d_logits.shape[-1])                  # a view, [B*N, V]
-    rows[np.arange(len(rows)), cache.targets.reshape(-1)] -= weight.reshape(-1)
+    weight = (cache.counted * (d_loss / max(cache.count, 1))).astype(cache.probs.dtype).reshape(-1)
+    V = cache.probs.shape[-1]
+    d_logits = np.empty_like(cache.probs)
+    rows, prob_rows, targets = d_logits.reshape(-1, V), cache.probs.reshape(-1, V), cache.targets.reshape(-1)
+
+    def work(s):
+        np.multiply(prob_rows[s], weight[s, None], out=rows[s])
+        rows[s][np.arange(len(rows[s])), targets[s]] -= weight[s]      # one per row
+    run_blocks(work, len(rows))
     return d_logits, None

@@ -1,8 +1,8 @@
-"""Fast twins of ``npformer.norm``: LayerNorm and RMSNorm with fewer temporaries.
+"""Fast twins of ``npformer.norm``: LayerNorm and RMSNorm with few temporaries, rows split over cores.
 
-The centred input is computed once and reused; the gain and shift gradients are sums
-over every position, written as a matrix-vector product with a vector of ones (BLAS,
-faster than ``.sum(axis=0)``); the backward's corrections are applied in place.
+The centred input is computed once and becomes xhat in place; the row statistics come
+from einsum; the gain and shift gradients are sums over every position, written as a
+matrix-vector product with a vector of ones (BLAS), one partial sum per row block.
 """
 from __future__ import annotations
 
@@ -11,62 +11,81 @@ import numpy as np
 from .. import norm as plain
 from ..norm import NormCache
 from ..track import twin_of
+from .functional import as_rows
+from .parallel import run_blocks
 
 
-def row_sum(a):
-    """[..., F] -> [F], the sum over every axis but the last, as ones @ rows."""
-    rows = a.reshape(-1, a.shape[-1])
-    return np.ones(len(rows), a.dtype) @ rows
+def _normalise(x, eps, centre):
+    """(xhat, rstd [rows, 1]) of x [..., d], rows split over the cores."""
+    x = np.ascontiguousarray(x)
+    xhat = np.empty_like(x)
+    x_rows, xhat_rows = as_rows(x), as_rows(xhat)
+    rstd = np.empty((len(x_rows), 1), x.dtype)
+    width, eps = x.dtype.type(x.shape[-1]), x.dtype.type(eps)
 
-
-def _eps(x, eps):
-    return x.dtype.type(eps)
+    def work(s):
+        out = xhat_rows[s]
+        if centre:
+            np.subtract(x_rows[s], x_rows[s].mean(axis=-1, keepdims=True), out=out)
+        else:
+            out[...] = x_rows[s]
+        square = np.einsum("ij,ij->i", out, out)[:, None]
+        np.sqrt(square / width + eps, out=rstd[s])
+        np.reciprocal(rstd[s], out=rstd[s])
+        out *= rstd[s]
+    run_blocks(work, len(x_rows))
+    return xhat, rstd.reshape(x.shape[:-1] + (1,))
 
 
 @twin_of(plain.layernorm_forward)
 def layernorm_forward(x, gamma, beta, eps=1e-5):
-    """Twin of ``npformer.norm.layernorm_forward``: the centred input computed once."""
-    centred = x - x.mean(axis=-1, keepdims=True)
-    var = np.einsum("...i,...i->...", centred, centred)[..., None] / x.dtype.type(x.shape[-1])
-    rstd = 1 / np.sqrt(var + _eps(x, eps))
-    centred *= rstd                                              # now xhat
-    y = centred * gamma
+    """Twin of ``npformer.norm.layernorm_forward``: the centred input becomes xhat in place."""
+    xhat, rstd = _normalise(x, eps, centre=True)
+    y = xhat * gamma
     y += beta
-    return y, NormCache(centred, rstd, gamma)
-
-
-@twin_of(plain.layernorm_backward)
-def layernorm_backward(d_out, cache):
-    """Twin of ``npformer.norm.layernorm_backward``: row sums by BLAS, corrections in place."""
-    xhat, rstd = cache.xhat, cache.rstd
-    d_gamma = row_sum(d_out * xhat)
-    d_beta = row_sum(d_out)
-    g = d_out * cache.gamma
-    width = xhat.dtype.type(xhat.shape[-1])
-    g_mean = g.sum(axis=-1, keepdims=True) / width
-    gx_mean = np.einsum("...i,...i->...", g, xhat)[..., None] / width
-    g -= g_mean
-    g -= xhat * gx_mean
-    g *= rstd
-    return g, d_gamma, d_beta
+    return y, NormCache(xhat, rstd, gamma)
 
 
 @twin_of(plain.rmsnorm_forward)
 def rmsnorm_forward(x, gamma, eps=1e-6):
     """Twin of ``npformer.norm.rmsnorm_forward``: the mean square by einsum."""
-    mean_square = np.einsum("...i,...i->...", x, x)[..., None] / x.dtype.type(x.shape[-1])
-    rstd = 1 / np.sqrt(mean_square + _eps(x, eps))
-    xhat = x * rstd
+    xhat, rstd = _normalise(x, eps, centre=False)
     return xhat * gamma, NormCache(xhat, rstd, gamma)
+
+
+def _norm_backward(d_out, cache, centre):
+    """(d_x, d_gamma, d_beta) of either norm, rows split over the cores."""
+    xhat, gamma = cache.xhat, cache.gamma
+    d_out = np.ascontiguousarray(np.broadcast_to(d_out, xhat.shape))
+    d_x = np.empty_like(xhat)
+    rows = [as_rows(a) for a in (xhat, cache.rstd, d_out, d_x)]
+    width = xhat.dtype.type(xhat.shape[-1])
+
+    def work(s):
+        xhat_s, rstd_s, d_out_s, g = (a[s] for a in rows)
+        d_gamma = np.ones(len(d_out_s), xhat.dtype) @ (d_out_s * xhat_s)
+        d_beta = np.ones(len(d_out_s), xhat.dtype) @ d_out_s
+        np.multiply(d_out_s, gamma, out=g)
+        gx_mean = np.einsum("ij,ij->i", g, xhat_s)[:, None] / width
+        if centre:
+            g -= g.sum(axis=-1, keepdims=True) / width
+        g -= xhat_s * gx_mean
+        g *= rstd_s
+        return d_gamma, d_beta
+    parts = run_blocks(work, len(rows[0]))
+    d_gamma = sum(p[0] for p in parts)
+    d_beta = sum(p[1] for p in parts)
+    return d_x, d_gamma, d_beta
+
+
+@twin_of(plain.layernorm_backward)
+def layernorm_backward(d_out, cache):
+    """Twin of ``npformer.norm.layernorm_backward``: row sums by BLAS, corrections in place."""
+    return _norm_backward(d_out, cache, centre=True)
 
 
 @twin_of(plain.rmsnorm_backward)
 def rmsnorm_backward(d_out, cache):
     """Twin of ``npformer.norm.rmsnorm_backward``: row sums by BLAS, corrections in place."""
-    xhat, rstd = cache.xhat, cache.rstd
-    d_gamma = row_sum(d_out * xhat)
-    g = d_out * cache.gamma
-    gx_mean = np.einsum("...i,...i->...", g, xhat)[..., None] / xhat.dtype.type(xhat.shape[-1])
-    g -= xhat * gx_mean
-    g *= rstd
-    return g, d_gamma
+    d_x, d_gamma, _ = _norm_backward(d_out, cache, centre=False)
+    return d_x, d_gamma

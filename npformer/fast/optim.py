@@ -1,8 +1,9 @@
-"""Fast twin of ``npformer.optim.adamw_update``: the update in place, one reused scratch array.
+"""Fast twin of ``npformer.optim.adamw_update``: the update in place, rows split over cores.
 
-No array is allocated per step: the moments and the parameter are updated in place
-with ``out=`` and augmented assignment, and the one temporary the update needs lives in
-a scratch buffer kept between calls (as large as the largest parameter seen so far).
+No array is allocated per step: the moments and the parameter are updated in place with
+``out=`` and augmented assignment, and the one temporary the update needs lives in a
+scratch buffer kept between calls (as large as the largest parameter seen so far), one
+per row block.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import numpy as np
 
 from .. import optim as plain
 from ..track import twin_of
+from .functional import as_rows
+from .parallel import run_blocks
 
 _SCRATCH = {}
 
@@ -24,12 +27,9 @@ def scratch_like(a):
     return buffer[:a.size].reshape(a.shape)
 
 
-@twin_of(plain.adamw_update)
-def adamw_update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-    """Twin of ``npformer.optim.adamw_update``: overwrites ``data``, ``m`` and ``v`` and returns them."""
+def _update_rows(data, grad, m, v, scratch, step, lr, betas, eps, weight_decay):
     t = data.dtype.type
     b1, b2 = betas
-    scratch = scratch_like(data)
     m *= t(b1)                                        # m = b1 m + (1 - b1) g
     np.multiply(grad, t(1 - b1), out=scratch)
     m += scratch
@@ -46,4 +46,15 @@ def adamw_update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weigh
     np.divide(m, scratch, out=scratch)                # m / (sqrt(v_hat) + eps)
     scratch *= t(lr / (1 - b1 ** step))               # m_hat = m / (1 - b1^t)
     data -= scratch
+
+
+@twin_of(plain.adamw_update)
+def adamw_update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    """Twin of ``npformer.optim.adamw_update``: overwrites ``data``, ``m`` and ``v`` and returns them."""
+    if not all(a.flags.c_contiguous for a in (data, m, v)):     # row views would be copies
+        _update_rows(data, grad, m, v, scratch_like(data), step, lr, betas, eps, weight_decay)
+        return data, m, v
+    arrays = [as_rows(a) for a in (data, np.ascontiguousarray(grad), m, v, scratch_like(data))]
+    run_blocks(lambda s: _update_rows(*(a[s] for a in arrays), step, lr, betas, eps, weight_decay),
+               len(arrays[0]))
     return data, m, v
