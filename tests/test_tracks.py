@@ -265,3 +265,17 @@ def test_a_model_trains_identically_on_both_tracks(recipe, dtype, cores):
         meaningful = np.abs(grads[name]) > noise
         assert_same(params[name][meaningful], fast_params[name][meaningful], dtype,
                     f"{name} after an AdamW step")
+
+
+@pytest.mark.parametrize("name", ["gelu_tanh", "silu"])
+def test_a_number_stays_a_number_on_both_tracks(name):
+    forward, backward, _ = PAIRS[name]
+    results = []
+    for which in ("plain", "fast"):
+        with track(which):
+            y, cache = forward(np.array(0.7))
+            results.append((y, backward(np.array(2.0), cache)))
+    for y, d_x in results:
+        assert np.ndim(y) == 0 and np.ndim(d_x) == 0
+    assert_same(results[0][0], results[1][0], np.float64, "output")
+    assert_same(results[0][1], results[1][1], np.float64, "gradient")

@@ -15,6 +15,11 @@ from ..track import twin_of
 from .parallel import run_blocks
 
 
+def contiguous(a):
+    """``a`` itself when C-contiguous, else a contiguous copy (0-d arrays stay 0-d)."""
+    return a if a.flags.c_contiguous else np.array(a, order="C")
+
+
 def as_rows(a):
     """A [rows, last axis] view of a contiguous array (a 0-d array is one row of one)."""
     return a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
@@ -83,7 +88,7 @@ def _gelu_tanh_into(x, y, t):
 @twin_of(plain.gelu_tanh_forward)
 def gelu_tanh_forward(x):
     """Twin of ``npformer.functional.gelu_tanh_forward``: two arrays, built with ``out=``."""
-    x = np.ascontiguousarray(x)
+    x = contiguous(x)
     y, t = np.empty_like(x), np.empty_like(x)
     x_rows, y_rows, t_rows = as_rows(x), as_rows(y), as_rows(t)
     run_blocks(lambda s: _gelu_tanh_into(x_rows[s], y_rows[s], t_rows[s]), len(x_rows))
@@ -111,7 +116,7 @@ def _gelu_tanh_slope_into(x, t, d_out, slope):
 def gelu_tanh_backward(d_out, cache):
     """Twin of ``npformer.functional.gelu_tanh_backward``: two arrays, built with ``out=``."""
     x, t = cache.x, cache.t
-    d_out = np.ascontiguousarray(np.broadcast_to(d_out, x.shape))
+    d_out = contiguous(np.broadcast_to(d_out, x.shape))
     slope = np.empty_like(x)
     rows = [as_rows(a) for a in (x, t, d_out, slope)]
     run_blocks(lambda s: _gelu_tanh_slope_into(*(r[s] for r in rows)), len(rows[0]))
@@ -130,7 +135,7 @@ def sigmoid_into(x, s):
 @twin_of(plain.silu_forward)
 def silu_forward(x):
     """Twin of ``npformer.functional.silu_forward``: the sigmoid in one array."""
-    x = np.ascontiguousarray(x)
+    x = contiguous(x)
     s, y = np.empty_like(x), np.empty_like(x)
     x_rows, s_rows, y_rows = as_rows(x), as_rows(s), as_rows(y)
 
@@ -154,7 +159,7 @@ def _silu_slope_into(x, s, d_out, slope):
 def silu_backward(d_out, cache):
     """Twin of ``npformer.functional.silu_backward``: one array, updated in place."""
     x, s = cache.x, cache.s
-    d_out = np.ascontiguousarray(np.broadcast_to(d_out, x.shape))
+    d_out = contiguous(np.broadcast_to(d_out, x.shape))
     slope = np.empty_like(x)
     rows = [as_rows(a) for a in (x, s, d_out, slope)]
     run_blocks(lambda r: _silu_slope_into(*(a[r] for a in rows)), len(rows[0]))

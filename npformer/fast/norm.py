@@ -11,13 +11,13 @@ import numpy as np
 from .. import norm as plain
 from ..norm import NormCache
 from ..track import twin_of
-from .functional import as_rows
+from .functional import as_rows, contiguous
 from .parallel import run_blocks
 
 
 def _normalise(x, eps, centre):
     """(xhat, rstd [rows, 1]) of x [..., d], rows split over the cores."""
-    x = np.ascontiguousarray(x)
+    x = contiguous(x)
     xhat = np.empty_like(x)
     x_rows, xhat_rows = as_rows(x), as_rows(xhat)
     rstd = np.empty((len(x_rows), 1), x.dtype)
@@ -56,7 +56,7 @@ def rmsnorm_forward(x, gamma, eps=1e-6):
 def _norm_backward(d_out, cache, centre):
     """(d_x, d_gamma, d_beta) of either norm, rows split over the cores."""
     xhat, gamma = cache.xhat, cache.gamma
-    d_out = np.ascontiguousarray(np.broadcast_to(d_out, xhat.shape))
+    d_out = contiguous(np.broadcast_to(d_out, xhat.shape))
     d_x = np.empty_like(xhat)
     rows = [as_rows(a) for a in (xhat, cache.rstd, d_out, d_x)]
     width = xhat.dtype.type(xhat.shape[-1])

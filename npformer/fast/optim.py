@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import optim as plain
 from ..track import twin_of
-from .functional import as_rows
+from .functional import as_rows, contiguous
 from .parallel import run_blocks
 
 _SCRATCH = {}
@@ -54,7 +54,7 @@ def adamw_update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weigh
     if not all(a.flags.c_contiguous for a in (data, m, v)):     # row views would be copies
         _update_rows(data, grad, m, v, scratch_like(data), step, lr, betas, eps, weight_decay)
         return data, m, v
-    arrays = [as_rows(a) for a in (data, np.ascontiguousarray(grad), m, v, scratch_like(data))]
+    arrays = [as_rows(a) for a in (data, contiguous(grad), m, v, scratch_like(data))]
     run_blocks(lambda s: _update_rows(*(a[s] for a in arrays), step, lr, betas, eps, weight_decay),
                len(arrays[0]))
     return data, m, v
