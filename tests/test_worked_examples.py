@@ -34,15 +34,27 @@ def tutorial(x, figure, decimals=3):
     return bool(np.all(gap < 0.5 * 10.0 ** -decimals))
 
 
+def script(prefix):
+    """The imported script whose name starts with ``prefix`` (e.g. "02")."""
+    path = next(p for p in SCRIPTS if p.name.startswith(prefix + "_"))
+    spec = importlib.util.spec_from_file_location(f"we_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def result(prefix):
-    """run() of the script whose name starts with ``prefix`` (e.g. "02"), run once, silently."""
+    """run() of the script whose name starts with ``prefix``, run once, silently."""
     if prefix not in _RESULTS:
-        path = next(p for p in SCRIPTS if p.name.startswith(prefix + "_"))
-        spec = importlib.util.spec_from_file_location(f"we_{path.stem}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        _RESULTS[prefix] = module.run(out=lambda *_: None)
+        _RESULTS[prefix] = script(prefix).run(out=lambda *_: None)
     return _RESULTS[prefix]
+
+
+def printed(prefix):
+    """Everything the script prints."""
+    lines = []
+    script(prefix).run(out=lines.append)
+    return "\n".join(lines)
 
 
 # -- every script runs on its own -----------------------------------------------------
@@ -79,6 +91,15 @@ def test_attention_by_hand_matches_the_tutorial():
     assert tutorial(r["exp"][0], 2.028)
     assert tutorial(r["weights"], [0.670, 0.330])
     assert tutorial(r["output"], [1.340, 1.321])
+
+
+def test_the_tutorials_rounded_sum_is_pointed_out_as_a_slip():
+    r = result("02")["first"]
+    assert np.allclose(r["rounded_sum"], [0.670 * 2, 0.330 * 4], atol=1e-12)   # [1.340, 1.320]
+    w_b = 1 / (1 + math.exp(1 / math.sqrt(2)))               # the unrounded weight of B
+    assert tutorial(4 * w_b, 1.321) and not tutorial(0.330 * 4, 1.321)
+    text = printed("02")
+    assert "slip" in text and "[1.340, 1.320]" in text
 
 
 def test_changing_the_second_key_swaps_the_mix():
@@ -215,6 +236,13 @@ def test_prenorm_block_formula_and_postnorm_scale():
     assert np.allclose(y.mean(axis=-1), 0, atol=1e-9)
     assert np.allclose(y.std(axis=-1), 1, atol=1e-3)
     assert r["prenorm_std"] > 3
+
+
+def test_postnorm_is_the_overview_diagram_and_the_disagreement_is_said():
+    assert result("09")["postnorm_gap"] < 1e-12
+    text = printed("09")
+    for name in ("Pre-Norm", "Post-Norm", "PreNormBlock", "PostNormBlock", "overview"):
+        assert name in text
 
 
 # -- 10 logits to probabilities ------------------------------------------------------------------------

@@ -5,12 +5,35 @@ RMSNorm only divides by the root mean square sqrt((1 + 9) / 2) = sqrt(5).
 Both with eps = 0 and gamma = 1, as in the tutorial; then with the usual eps.
 Last, a Pre-Norm block is taken apart: h = x + Attn(Norm(x)),
 y = h + FFN(Norm(h)), and compared with a Post-Norm block.
+
+The two articles disagree on where the norm goes. The main article teaches
+Pre-Norm (normalise before each sub-layer, as GPT-2 and Llama do); the
+overview's block diagram (Self-Attention -> "residual connection and
+normalisation" -> MLP -> "residual connection and normalisation") normalises
+after each residual sum: Post-Norm, the 2017 Transformer's and BERT's layout.
+npformer has both: ``PreNormBlock`` (the default) and ``PostNormBlock``
+(``DecoderConfig(prenorm=False)``).
 """
 import numpy as np
 
 from npformer import DecoderConfig, LayerNorm, RMSNorm, causal_mask
 from npformer.examples import vec
 from npformer.model import build_block
+
+
+def post_norm(inputs, mask, out):
+    """The overview article's block diagram as npformer's PostNormBlock, checked against its formula."""
+    out("3. The two articles disagree: the main article teaches Pre-Norm (above); the overview's")
+    out("   block diagram puts 'residual connection and normalisation' after attention and after")
+    out("   the MLP: Post-Norm, h = Norm1(x + Attn(x)); y = Norm2(h + FFN(h)) (2017 Transformer, BERT).")
+    out("   npformer has both: PreNormBlock (the default) and PostNormBlock (DecoderConfig(prenorm=False))")
+    post = build_block(DecoderConfig(prenorm=False), np.random.default_rng(2), np.float64)
+    y_post = post(inputs, mask)
+    h = post.norm1(inputs + post.attn(inputs, mask))
+    by_hand = post.norm2(h + post.ffn(h))
+    gap = float(np.abs(y_post - by_hand).max())
+    out(f"   the Post-Norm block vs that formula from its own pieces: largest difference {gap:.1e}")
+    return gap, y_post
 
 
 def run(out=print):
@@ -41,8 +64,7 @@ def run(out=print):
     out(f"   the block's output vs the formula from its own pieces: largest difference "
         f"{prenorm_gap:.1e}")
 
-    post = build_block(DecoderConfig(prenorm=False), np.random.default_rng(2), np.float64)
-    y_post = post(inputs, mask)
+    post_gap, y_post = post_norm(inputs, mask, out)
     pre_std, post_std = float(y.std(axis=-1).mean()), float(y_post.std(axis=-1).mean())
     out(f"   input scale: std {inputs.std(axis=-1).mean():.2f} per position")
     out(f"   Pre-Norm output keeps the residual stream's scale: std {pre_std:.2f} per position")
@@ -50,7 +72,8 @@ def run(out=print):
         f"mean {abs(float(y_post.mean(axis=-1).mean())):.2f}")
     return {"layer_norm": layer_norm, "rms_norm": rms_norm, "layer_norm_eps": layer_eps,
             "rms_norm_eps": rms_eps, "prenorm_gap": prenorm_gap,
-            "prenorm_std": pre_std, "postnorm_std": post_std, "postnorm_output": y_post}
+            "prenorm_std": pre_std, "postnorm_std": post_std, "postnorm_output": y_post,
+            "postnorm_gap": post_gap}
 
 
 if __name__ == "__main__":

@@ -4,11 +4,36 @@ Grouped-query attention keeps every query head but lets a group of them share
 one key/value head. With 32 query heads and 8 KV heads each group has four
 query heads; the KV cache stores 8 heads instead of 32, so (all else equal)
 that part of the memory drops to a quarter. MQA is the extreme of 1 KV head.
-Every number here is measured on npformer's attention and KVCache.
+As the tutorial says, the four query heads of a group still get different
+weights: they score the same keys with different queries (given one query
+projection, their tables coincide). Every number here is measured on
+npformer's attention and KVCache.
 """
 import numpy as np
 
 from npformer import DecoderConfig, DecoderLM, MultiHeadAttention, attention_forward, causal_mask
+
+
+def group_weights(attn, x, H, H_kv, D, N, out):
+    """The four query heads of a group share keys, yet their weight tables differ, because their
+    queries do; give them one query projection and the tables become one."""
+    weights = attn.forward(x, mask=causal_mask(N))[1].weights[0]          # [H, N, N]
+    G = H // H_kv
+    smallest = min(float(np.abs(weights[g * G + i] - weights[g * G + j]).max())
+                   for g in range(H_kv) for i in range(G) for j in range(i + 1, G))
+    out(f"   yet within every group the four weight tables differ (pairs differ by at least "
+        f"{smallest:.3f} somewhere): each query head still has its own queries")
+    qkv = attn.qkv.weight.data                                   # columns [Q heads | K heads | V heads]
+    for h in range(H):                                           # give each head its group's first query
+        first = (h // G) * G
+        qkv[:, h * D:(h + 1) * D] = qkv[:, first * D:(first + 1) * D]
+    shared = attn.forward(x, mask=causal_mask(N))[1].weights[0]
+    largest = max(float(np.abs(shared[g * G + i] - shared[g * G]).max())
+                  for g in range(H_kv) for i in range(1, G))
+    out(f"   with one query projection per group the four tables coincide (largest difference "
+        f"{largest:.1e}): shared keys alone do not make the weights equal")
+    return {"group_weights": weights, "smallest_group_gap": smallest,
+            "shared_query_weights": shared, "shared_query_gap": largest}
 
 
 def run(out=print):
@@ -33,6 +58,7 @@ def run(out=print):
         readers.append(moved.tolist())
         out(f"   KV head {g}: read by query heads {readers[-1]}")
     out(f"   {len(readers[0])} query heads per KV head; query head h reads KV head h // 4")
+    same_group = group_weights(attn, x, H, H_kv, D, N, out)
     out("3. The same shapes in a whole model: KV cache bytes from KVCache.nbytes")
     sizes = {}
     for label, kv_heads in (("MHA, 32 KV heads", 32), ("GQA, 8 KV heads", 8), ("MQA, 1 KV head", 1)):
@@ -42,7 +68,7 @@ def run(out=print):
         out(f"   {label:17}: k and v {list(cache_kv.k.shape)} each -> {cache_kv.nbytes:,} bytes")
     out(f"   GQA / MHA = {sizes[8] / sizes[32]:.2f}; MQA / MHA = {sizes[1] / sizes[32]:.5f} (1/32)")
     return {"q_heads": cache.attn.q.shape[1], "kv_heads": cache.attn.k.shape[1],
-            "readers": readers, "cache_bytes": sizes,
+            "readers": readers, "cache_bytes": sizes, **same_group,
             "gqa_ratio": sizes[8] / sizes[32], "mqa_ratio": sizes[1] / sizes[32]}
 
 

@@ -1,0 +1,283 @@
+"""The claims table (worked_examples/CLAIMS.md) and the claims it sends here.
+
+First the table itself: every test it names exists, every worked example it names
+exists, every claim it calls shown names at least one test, every claim not shown
+says why, and its summary line counts its rows. Then the claims the table shows with
+worked examples 12 and 18 to 23 and with tests of their own. Every expected value is
+a hand-derivable number, an identity or a property, never a number a script printed.
+"""
+import ast
+import math
+import re
+from collections import Counter
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from npformer import DecoderConfig, DecoderLM, FFN, LayerNorm
+from npformer.examples import list_examples
+
+REPO = Path(__file__).resolve().parent.parent
+TABLE = REPO / "worked_examples" / "CLAIMS.md"
+STATUSES = ("exact", "at printed precision", "qualitative", "differs", "not shown")
+SECTIONS = {f"T{i}" for i in range(11)} | {f"O{i}" for i in range(1, 17)} | {"OS"}
+_RESULTS = {}
+
+
+# -- the table ---------------------------------------------------------------------------
+def rows():
+    """(id, claim, shown by, status) of every row of the claims table."""
+    found = []
+    for line in TABLE.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 4 and re.fullmatch(r"[TO]\w*\.\d+", cells[0]):
+            found.append(tuple(cells))
+    return found
+
+
+def status_of(cell):
+    return next(s for s in STATUSES if cell.startswith(s))
+
+
+def test_ids_are_unique_and_name_a_section_of_an_article():
+    ids = [row[0] for row in rows()]
+    assert len(ids) >= 140
+    assert len(set(ids)) == len(ids), [i for i, n in Counter(ids).items() if n > 1]
+    assert {i.split(".")[0] for i in ids} <= SECTIONS
+
+
+def defined_tests(path):
+    """Names of the test functions (and Class::method) defined in a test file, read without importing it."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+            names.add(node.name)
+        elif isinstance(node, ast.ClassDef):
+            names |= {f"{node.name}::{f.name}" for f in node.body
+                      if isinstance(f, ast.FunctionDef) and f.name.startswith("test")}
+    return names
+
+
+def test_every_named_test_exists():
+    # Read with ast, not collected: a cross-check module that skips without torch still counts.
+    named = {ref for row in rows() for ref in re.findall(r"`(tests/[\w/]+\.py::[\w:]+)`", row[2])}
+    assert len(named) >= 100
+    missing = []
+    for ref in sorted(named):
+        path, test = ref.split("::", 1)
+        if not (REPO / path).is_file() or test not in defined_tests(REPO / path):
+            missing.append(ref)
+    assert not missing, f"CLAIMS.md names tests that do not exist: {missing}"
+
+
+def test_every_named_worked_example_exists():
+    named = {ref for row in rows() for ref in re.findall(r"`(worked_examples/[\w.]+\.py)`", row[2])}
+    assert len(named) >= 20
+    assert not [ref for ref in named if not (REPO / ref).is_file()]
+
+
+def test_every_status_is_known_and_a_shown_claim_names_a_test():
+    for claim_id, _, shown_by, status in rows():
+        assert status.startswith(STATUSES), f"{claim_id}: unknown status {status!r}"
+        if status.startswith("not shown"):
+            assert re.match(r"not shown: \S.{10,}", status), f"{claim_id}: give the reason"
+        else:
+            assert "`tests/" in shown_by, f"{claim_id}: {status} but no test named"
+
+
+def test_the_summary_line_counts_the_rows():
+    text = TABLE.read_text(encoding="utf-8")
+    summary = re.search(r"\*\*Summary:\*\* (\d+) claims: (\d+) exact, (\d+) at printed precision, "
+                        r"(\d+) qualitative, (\d+) differs?, (\d+) not shown", text)
+    assert summary, "CLAIMS.md needs its summary line"
+    total, *by_status = (int(n) for n in summary.groups())
+    counts = Counter(status_of(row[3]) for row in rows())
+    assert total == len(rows())
+    assert by_status == [counts[s] for s in STATUSES]
+
+
+# -- the worked examples of the seven claims the table once lacked ---------------------------
+def result(number):
+    """run() of worked example ``number``, run once, silently."""
+    if number not in _RESULTS:
+        example = next(e for e in list_examples(REPO / "worked_examples") if e.number == number)
+        _RESULTS[number] = example.load().run(out=lambda *_: None)
+    return _RESULTS[number]
+
+
+def sigmoid(x):
+    return 1 / (1 + math.exp(-x))
+
+
+def test_averaging_reads_the_same_whatever_the_question_attention_does_not():
+    r = result(18)
+    assert np.array_equal(r["mean"], [0.5, 0.5])
+    np.testing.assert_allclose(r["equal_scores_weights"], [0.5, 0.5], atol=1e-15)  # all scores 0
+    np.testing.assert_allclose(r["equal_scores_output"], r["mean"], atol=1e-15)
+    w = sigmoid(4 / math.sqrt(2))                    # softmax of [4 / sqrt 2, 0]
+    who, when = r["attention"]["who pays?"], r["attention"]["how long?"]
+    np.testing.assert_allclose(who["weights"], [w, 1 - w], atol=1e-12)
+    np.testing.assert_allclose(when["weights"], [1 - w, w], atol=1e-12)
+    np.testing.assert_allclose(who["output"], [w, 1 - w], atol=1e-12)   # values are the unit vectors
+    assert r["attention_gap"] == pytest.approx(2 * w - 1, abs=1e-12)
+
+
+def test_with_x_directly_scores_are_symmetric_and_each_row_matches_itself_best():
+    r = result(19)
+    np.testing.assert_allclose(r["x_lengths"], math.sqrt(8), rtol=1e-12)
+    scores = r["scores"]
+    np.testing.assert_allclose(scores, scores.T, atol=1e-12)
+    # Cauchy-Schwarz: x_i . x_j <= |x_i| |x_j| = x_i . x_i when the lengths are equal
+    assert (scores.argmax(axis=1) == np.arange(5)).all()
+    assert (r["weights"].argmax(axis=1) == np.arange(5)).all()
+
+
+def test_projections_can_make_a_position_look_for_its_predecessor():
+    r = result(19)
+    c = r["shift_scale"]
+    np.testing.assert_allclose(r["raw_projected_scores"], c * np.eye(5, k=-1), atol=1e-9)
+    assert np.abs(r["shift_scores"] - r["shift_scores"].T).max() > 1
+    weights = r["shift_weights"]
+    assert weights[0, 0] == pytest.approx(1.0)
+    for i in range(1, 5):                            # causal row i: i other keys with score 0
+        big = math.exp(c / math.sqrt(8))
+        assert weights[i, i - 1] == pytest.approx(big / (big + i), abs=1e-9)
+
+
+def test_a_value_projection_passes_only_what_it_selects():
+    r = result(19)
+    w_direct = sigmoid(1 / 2)                        # score [1, 0] / sqrt(4)
+    np.testing.assert_allclose(r["direct_weights"], [w_direct, 1 - w_direct], atol=1e-12)
+    np.testing.assert_allclose(r["direct_output"], [w_direct, 1 - w_direct] * 2, atol=1e-12)
+    w = sigmoid(4 / math.sqrt(2))                    # score [4, 0] / sqrt(2)
+    np.testing.assert_allclose(r["projected_weights"], [w, 1 - w], atol=1e-12)
+    np.testing.assert_allclose(r["projected_output"], [w, 1 - w], atol=1e-12)   # conditions only
+    np.testing.assert_array_equal(r["changed_weights"], r["projected_weights"])
+    np.testing.assert_allclose(r["changed_output"], [0, 1], atol=1e-12)
+
+
+def test_scaled_scores_grow_without_bound():
+    scores = result(20)["scores"]
+    for a, score in scores.items():
+        assert score == pytest.approx(a * a / 2, rel=1e-9)            # a^2 / sqrt(4)
+    assert scores[10.0] == pytest.approx(50) and scores[4.0] == pytest.approx(16 * scores[1.0])
+
+
+def test_scaled_score_spread_is_the_entries_variance_at_every_width():
+    for (s, D), std in result(20)["stds"].items():
+        assert std == pytest.approx(s * s, rel=0.03), (s, D)          # Var(q.k) = D s^4
+
+
+def test_a_large_score_gap_saturates_softmax_and_its_gradient():
+    rows_ = result(20)["saturation"]
+    for gap, (weights, d_scores) in rows_.items():
+        w = sigmoid(gap)
+        np.testing.assert_allclose(weights, [w, 1 - w], rtol=1e-6)
+        assert d_scores[0] == pytest.approx(w * (1 - w), rel=1e-6)
+        assert d_scores[1] == pytest.approx(-w * (1 - w), rel=1e-6)
+    first = rows_[1 / math.sqrt(2)][0]
+    assert abs(first[0] - 0.670) < 5e-4                                 # the tutorial's weights
+
+
+def test_position_tables_stop_and_rope_does_not():
+    r = result(21)
+    assert all(message and "16" in message for message in r["refused"].values())
+    assert r["rope_norm_gap"] < 1e-12
+
+
+def test_slow_rope_pairs_never_turn_within_the_trained_length():
+    r = result(21)
+    for theta, count in r["pairs_never_turning"].items():
+        by_hand = sum(4095 * theta ** (-2 * i / 128) < 2 * math.pi for i in range(64))
+        assert count == by_hand
+    # theta 10,000: pair i turns less than once iff i > 64 log(4095 / 2 pi) / log(10^4) = 45.02
+    assert r["pairs_never_turning"][10_000.0] == 64 - 46
+    assert r["slowest_angle"][10_000.0] == pytest.approx(4095 * 10_000 ** (-126 / 128), rel=1e-9)
+
+
+def test_interpolated_positions_overshoot_by_half_a_step():
+    # position 8191 squeezed by 4096 / 8192 is 4095.5: half a step past the trained 4095
+    np.testing.assert_allclose(result(21)["interpolated_overshoot_in_steps"], 0.5, atol=1e-9)
+
+
+def test_silent_sublayers_give_the_identity_with_residuals_and_zero_without():
+    r = result(22)["silent"]
+    np.testing.assert_array_equal(r["residual_output"], r["input"])
+    np.testing.assert_array_equal(r["residual_grad"], r["upstream"])
+    assert not r["plain_output"].any() and not r["plain_grad"].any()
+
+
+def test_without_residuals_a_deep_stack_loses_the_input_and_its_gradient():
+    r = result(22)
+    deep = r[64]
+    assert deep["plain"]["input_effect"] < 1e-2 * deep["residual"]["input_effect"]
+    assert deep["plain"]["spread"] < 1e-6 < 0.5 < deep["residual"]["spread"]
+    assert deep["plain"]["grad_ratio"] < 1e-2 and 0.5 < deep["residual"]["grad_ratio"] < 2
+    effects = [r[depth]["plain"]["input_effect"] for depth in (1, 4, 16, 64)]
+    assert effects == sorted(effects, reverse=True)
+
+
+def test_one_heads_answer_is_a_mix_of_its_answers_to_the_single_fact_contexts():
+    r = result(23)
+    assert max(r["identity_gaps"]) < 1e-12
+    assert min(r["random_errors"]) >= 1 / 3 - 1e-12
+
+
+def test_one_head_cannot_beat_one_third_and_two_heads_can():
+    trained = result(23)["trained"]
+    assert 1 / 3 - 1e-9 <= trained[1]["loss"] <= 1 / 3 + 1e-3
+    np.testing.assert_allclose(trained[1]["weights"][2, 0], [0.5, 0.5], atol=1e-2)  # s = 1/2
+    assert trained[2]["loss"] < 1e-3
+
+
+def test_query_heads_of_one_group_get_different_weights():
+    r = result(12)
+    weights, shared = r["group_weights"], r["shared_query_weights"]          # [32, N, N]
+    for g in range(8):
+        for i, j in combinations(range(4 * g, 4 * g + 4), 2):
+            assert np.abs(weights[i] - weights[j]).max() > 1e-3, (i, j)
+            np.testing.assert_allclose(shared[i], shared[j], atol=1e-12)
+    np.testing.assert_allclose(weights.sum(axis=-1), 1, atol=1e-12)
+
+
+# -- claims with no other test ----------------------------------------------------------
+def test_ffn_is_the_same_function_at_every_position(rng):
+    ffn = FFN(6, rng=rng, dtype=np.float64)
+    ffn.up.bias.data[...] = rng.standard_normal(24)
+    x = rng.standard_normal((2, 5, 6))
+    rows_alone = np.stack([np.stack([ffn(x[b, n][None])[0] for n in range(5)]) for b in range(2)])
+    np.testing.assert_allclose(ffn(x), rows_alone, atol=1e-12)
+
+
+def test_epsilon_keeps_a_constant_vector_finite():
+    constant = np.full((1, 4), 3.0)                  # variance 0
+    np.testing.assert_array_equal(LayerNorm(4, eps=1e-5, dtype=np.float64)(constant), 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        assert np.isnan(LayerNorm(4, eps=0.0, dtype=np.float64)(constant)).all()   # 0 / 0
+
+
+def test_the_learnable_gain_sets_the_output_scale(rng):
+    norm = LayerNorm(8, eps=0.0, dtype=np.float64)
+    norm.gamma.data[...] = 2.5
+    y = norm(rng.standard_normal((3, 8)))
+    np.testing.assert_allclose(y.std(axis=-1), 2.5, rtol=1e-12)
+
+
+def test_without_the_mask_a_later_token_changes_an_earlier_output(rng):
+    model = DecoderLM(DecoderConfig(causal=False), rng, np.float64)
+    ids = np.array([[3, 8, 12, 5, 17, 42, 23, 6]])
+    later = ids.copy()
+    later[0, -1] = 7
+    assert np.abs(model(ids)[0, 0] - model(later)[0, 0]).max() > 1e-9    # position 0 saw the end
+
+
+@pytest.mark.parametrize("positions, same", [("none", True), ("learned", False)])
+def test_a_causal_mask_alone_cannot_order_the_earlier_tokens(positions, same):
+    model = DecoderLM(DecoderConfig(positions=positions), np.random.default_rng(5), np.float64)
+    ids = np.array([[3, 8, 12, 5]])
+    swapped = ids[:, [1, 0, 2, 3]]                   # the first two tokens exchanged
+    gap = np.abs(model(ids)[0, 2:] - model(swapped)[0, 2:]).max()
+    assert (gap < 1e-12) == same                     # without positions a prefix is a set
