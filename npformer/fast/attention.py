@@ -46,7 +46,7 @@ def attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None)
             np.copyto(block, q.dtype.type(-np.inf), where=~_batch_rows(mask, s))
         softmax_inplace(block)                                   # scores become the weights
         out[s] = (block.reshape(nb, H_kv, G * N, M) @ v[s]).reshape(nb, H, N, -1)
-    run_blocks(work, B)
+    run_blocks(work, B, row_work=H * N * M)
     return out, AttentionCache(q, k, v, SoftmaxCache(weights, -1), scale)
 
 
@@ -72,5 +72,5 @@ def attention_backward(d_out, cache):
         d_q[s] *= scale
         d_k[s] = d_scores.swapaxes(-1, -2) @ q[s].reshape(nb, H_kv, G * N, D)
         d_k[s] *= scale
-    run_blocks(work, B)
+    run_blocks(work, B, row_work=2 * H * N * M)
     return d_q, d_k, d_v

@@ -25,6 +25,17 @@ def as_rows(a):
     return a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
 
 
+def map_rows(kernel, inputs, n_outputs=1):
+    """Elementwise work over the cores: ``kernel(*inputs, *outputs)`` on each row block, the
+    outputs fresh arrays shaped like ``inputs[0]`` (the other inputs broadcast to it)."""
+    first = contiguous(inputs[0])
+    inputs = [first] + [contiguous(np.broadcast_to(a, first.shape)) for a in inputs[1:]]
+    outputs = [np.empty_like(first) for _ in range(n_outputs)]
+    rows = [as_rows(a) for a in inputs + outputs]
+    run_blocks(lambda s: kernel(*(r[s] for r in rows)), len(rows[0]), rows[0].shape[1])
+    return outputs
+
+
 def softmax_inplace(scores, axis=-1):
     """Overwrite ``scores`` (masked entries already -inf) with their softmax; returns it.
 
@@ -49,7 +60,7 @@ def softmax_forward(x, axis=-1, mask=None):
         y = x.copy()
     if axis % max(y.ndim, 1) == y.ndim - 1 and y.ndim:
         rows = as_rows(y)
-        run_blocks(lambda s: softmax_inplace(rows[s]), len(rows))
+        run_blocks(lambda s: softmax_inplace(rows[s]), len(rows), rows.shape[1])
     else:
         softmax_inplace(y, axis)
     return y, SoftmaxCache(y, axis)
@@ -67,7 +78,7 @@ def softmax_backward(d_out, cache):
     def work(s):
         rows[s] -= np.einsum("ij,ij->i", rows[s], y_rows[s])[:, None]
         rows[s] *= y_rows[s]
-    run_blocks(work, len(rows))
+    run_blocks(work, len(rows), rows.shape[1])
     return d_x
 
 
@@ -89,9 +100,7 @@ def _gelu_tanh_into(x, y, t):
 def gelu_tanh_forward(x):
     """Twin of ``npformer.functional.gelu_tanh_forward``: two arrays, built with ``out=``."""
     x = contiguous(x)
-    y, t = np.empty_like(x), np.empty_like(x)
-    x_rows, y_rows, t_rows = as_rows(x), as_rows(y), as_rows(t)
-    run_blocks(lambda s: _gelu_tanh_into(x_rows[s], y_rows[s], t_rows[s]), len(x_rows))
+    y, t = map_rows(_gelu_tanh_into, [x], n_outputs=2)
     return y, GeluTanhCache(x, t)
 
 
@@ -115,12 +124,7 @@ def _gelu_tanh_slope_into(x, t, d_out, slope):
 @twin_of(plain.gelu_tanh_backward)
 def gelu_tanh_backward(d_out, cache):
     """Twin of ``npformer.functional.gelu_tanh_backward``: two arrays, built with ``out=``."""
-    x, t = cache.x, cache.t
-    d_out = contiguous(np.broadcast_to(d_out, x.shape))
-    slope = np.empty_like(x)
-    rows = [as_rows(a) for a in (x, t, d_out, slope)]
-    run_blocks(lambda s: _gelu_tanh_slope_into(*(r[s] for r in rows)), len(rows[0]))
-    return slope
+    return map_rows(_gelu_tanh_slope_into, [cache.x, cache.t, d_out])[0]
 
 
 def sigmoid_into(x, s):
@@ -132,17 +136,17 @@ def sigmoid_into(x, s):
     np.reciprocal(s, out=s)
 
 
+def _silu_into(x, y, s):
+    """s = sigmoid(x), y = x s, written into y and s."""
+    sigmoid_into(x, s)
+    np.multiply(x, s, out=y)
+
+
 @twin_of(plain.silu_forward)
 def silu_forward(x):
     """Twin of ``npformer.functional.silu_forward``: the sigmoid in one array."""
     x = contiguous(x)
-    s, y = np.empty_like(x), np.empty_like(x)
-    x_rows, s_rows, y_rows = as_rows(x), as_rows(s), as_rows(y)
-
-    def work(rows):
-        sigmoid_into(x_rows[rows], s_rows[rows])
-        np.multiply(x_rows[rows], s_rows[rows], out=y_rows[rows])
-    run_blocks(work, len(x_rows))
+    y, s = map_rows(_silu_into, [x], n_outputs=2)
     return y, SiluCache(x, s)
 
 
@@ -158,9 +162,4 @@ def _silu_slope_into(x, s, d_out, slope):
 @twin_of(plain.silu_backward)
 def silu_backward(d_out, cache):
     """Twin of ``npformer.functional.silu_backward``: one array, updated in place."""
-    x, s = cache.x, cache.s
-    d_out = contiguous(np.broadcast_to(d_out, x.shape))
-    slope = np.empty_like(x)
-    rows = [as_rows(a) for a in (x, s, d_out, slope)]
-    run_blocks(lambda r: _silu_slope_into(*(a[r] for a in rows)), len(rows[0]))
-    return slope
+    return map_rows(_silu_slope_into, [cache.x, cache.s, d_out])[0]

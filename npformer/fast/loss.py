@@ -32,7 +32,7 @@ def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
         p /= total                                                       # softmax, in place
         return ((np.log(total[:, 0]) - picked) * counted_rows[s]).sum()
     count = int(counted.sum())
-    loss = sum(run_blocks(work, len(rows))) / max(count, 1)
+    loss = sum(run_blocks(work, len(rows), V)) / max(count, 1)
     return logits.dtype.type(loss), CrossEntropyCache(probs, safe, counted, count)
 
 
@@ -47,5 +47,5 @@ def cross_entropy_backward(d_loss, cache):
     def work(s):
         np.multiply(prob_rows[s], weight[s, None], out=rows[s])
         rows[s][np.arange(len(rows[s])), targets[s]] -= weight[s]      # one per row
-    run_blocks(work, len(rows))
+    run_blocks(work, len(rows), V)
     return d_logits, None

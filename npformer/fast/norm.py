@@ -33,7 +33,7 @@ def _normalise(x, eps, centre):
         np.sqrt(square / width + eps, out=rstd[s])
         np.reciprocal(rstd[s], out=rstd[s])
         out *= rstd[s]
-    run_blocks(work, len(x_rows))
+    run_blocks(work, len(x_rows), x_rows.shape[1])
     return xhat, rstd.reshape(x.shape[:-1] + (1,))
 
 
@@ -72,7 +72,7 @@ def _norm_backward(d_out, cache, centre):
         g -= xhat_s * gx_mean
         g *= rstd_s
         return d_gamma, d_beta
-    parts = run_blocks(work, len(rows[0]))
+    parts = run_blocks(work, len(rows[0]), rows[0].shape[1])
     d_gamma = sum(p[0] for p in parts)
     d_beta = sum(p[1] for p in parts)
     return d_x, d_gamma, d_beta

@@ -56,5 +56,5 @@ def adamw_update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weigh
         return data, m, v
     arrays = [as_rows(a) for a in (data, contiguous(grad), m, v, scratch_like(data))]
     run_blocks(lambda s: _update_rows(*(a[s] for a in arrays), step, lr, betas, eps, weight_decay),
-               len(arrays[0]))
+               len(arrays[0]), arrays[0].shape[1])
     return data, m, v

@@ -17,7 +17,7 @@ import contextlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-_state = {"cores": 1, "pool": None, "blas_limit": None, "min_rows": 64}
+_state = {"cores": 1, "pool": None, "blas_limit": None, "min_work": 1 << 15}
 
 
 def available_cores():
@@ -33,15 +33,16 @@ def cores():
     return _state["cores"]
 
 
-def use_cores(n, min_rows=64):
+def use_cores(n, min_work=1 << 15):
     """Split the fast kernels' work over ``n`` cores (1: no threads); returns the previous count.
 
-    ``min_rows``: a block gets at least this many rows (smaller work is not worth a thread).
+    ``min_work``: a block gets at least this many elements of work (about 30 microseconds
+    of elementwise arithmetic: less is not worth handing to a thread).
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n: expected a positive integer number of cores, got {n!r}")
-    if isinstance(min_rows, bool) or not isinstance(min_rows, int) or min_rows < 1:
-        raise ValueError(f"min_rows: expected a positive integer, got {min_rows!r}")
+    if isinstance(min_work, bool) or not isinstance(min_work, int) or min_work < 1:
+        raise ValueError(f"min_work: expected a positive integer, got {min_work!r}")
     previous = _state["cores"]
     if _state["pool"] is not None:
         _state["pool"].shutdown(wait=True)
@@ -53,32 +54,37 @@ def use_cores(n, min_rows=64):
         from threadpoolctl import threadpool_limits
         _state["blas_limit"] = threadpool_limits(limits=1, user_api="blas")
         _state["pool"] = ThreadPoolExecutor(max_workers=n - 1, thread_name_prefix="npformer")
-    _state["cores"], _state["min_rows"] = n, min_rows
+    _state["cores"], _state["min_work"] = n, min_work
     return previous
 
 
 @contextlib.contextmanager
-def on_cores(n, min_rows=64):
-    """``use_cores(n, min_rows)`` inside a ``with`` block only."""
-    previous, previous_rows = _state["cores"], _state["min_rows"]
-    use_cores(n, min_rows)
+def on_cores(n, min_work=1 << 15):
+    """``use_cores(n, min_work)`` inside a ``with`` block only."""
+    previous, previous_work = _state["cores"], _state["min_work"]
+    use_cores(n, min_work)
     try:
         yield n
     finally:
-        use_cores(previous, previous_rows)
+        use_cores(previous, previous_work)
 
 
-def blocks(n_rows):
-    """Up to ``cores()`` contiguous slices covering range(n_rows), none under ``min_rows``."""
-    parts = max(1, min(_state["cores"], n_rows // _state["min_rows"]))
+def blocks(n_rows, row_work=1):
+    """Up to ``cores()`` contiguous slices covering range(n_rows), each with at least
+    ``min_work`` elements of work when a row costs ``row_work``."""
+    parts = max(1, min(_state["cores"], n_rows, n_rows * row_work // _state["min_work"]))
     edges = [n_rows * i // parts for i in range(parts + 1)]
     return [slice(edges[i], edges[i + 1]) for i in range(parts)]
 
 
-def run_blocks(work, n_rows):
-    """Call ``work(rows)`` for each block of ``blocks(n_rows)``, at once on the pool; returns
-    the results in block order. The calling thread takes the first block."""
-    parts = blocks(n_rows)
+def run_blocks(work, n_rows, row_work=1):
+    """Call ``work(rows)`` for each block of ``blocks(n_rows, row_work)``, at once on the pool;
+    returns the results in block order. The calling thread takes the first block.
+
+    ``row_work``: elements of elementwise work one row costs (a row of a matrix product
+    with an [a, b] matrix counts about a * b / 8: BLAS does several multiply-adds in the
+    time of one elementwise operation)."""
+    parts = blocks(n_rows, row_work)
     if len(parts) == 1:
         return [work(parts[0])]
     futures = [_state["pool"].submit(work, rows) for rows in parts[1:]]
