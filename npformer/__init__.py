@@ -13,7 +13,7 @@ from .ffn import FFN, SwiGLU
 from .functional import (FUNCTION_PAIRS, gelu_backward, gelu_forward, gelu_tanh_backward,
                          gelu_tanh_forward, log_softmax_backward, log_softmax_forward,
                          relu_backward, relu_forward, silu_backward, silu_forward, softmax,
-                         softmax_backward, softmax_forward)
+                         softmax_backward, softmax_forward, tanh_backward, tanh_forward)
 from .gradcheck import GradcheckError, GradcheckReport, assert_gradcheck, gradcheck
 from .kv_cache import KVCache
 from .linear import Linear, linear_backward, linear_forward
@@ -30,8 +30,8 @@ __version__ = "0.1.0"
 # variants: MoE
 from .moe import MoE, MoECounts, active_parameters  # noqa: E402
 # backbones: encoder-only, encoder-decoder
-from .encoder import (Encoder, EncoderConfig, l2_normalize_backward, l2_normalize_forward,  # noqa: E402
-                      mean_pool_backward, mean_pool_forward)
+from .encoder import (Encoder, EncoderConfig, Pooler, l2_normalize_backward,  # noqa: E402
+                      l2_normalize_forward, mean_pool_backward, mean_pool_forward)
 from .seq2seq import CrossAttention, EncoderDecoder, EncoderDecoderBlock, Seq2SeqConfig  # noqa: E402
 # training: optimizers, tokenizers, data, training, generation, checkpoints
 # (the functions train.train and generate.generate are not re-exported: they would hide

@@ -1,7 +1,8 @@
 """Token embeddings and the position information added to them.
 
 - ``Embedding``: looks up row ``id`` of a [V, d] table; backward scatters the
-  gradient back, repeated ids accumulating (``np.add.at``).
+  gradient back, repeated ids accumulating (``np.add.at``), except into a frozen
+  ``padding_idx`` row (PyTorch's padding_idx).
 - ``LearnedPositions``: the same lookup on a [max_len, d] table of positions.
 - ``SinusoidalPositions``: the fixed table PE[p, 2i] = sin(p / 10000^(2i/d)),
   PE[p, 2i+1] = cos(p / 10000^(2i/d)); nothing to learn.
@@ -23,11 +24,33 @@ class LookupCache(Cache):
     ids: np.ndarray
 
 
-class Embedding(Module):
-    """ids [B, N] (integers in [0, V)) -> vectors [B, N, d]."""
+def check_padding_idx(name, padding_idx, vocab_size):
+    """None, or an integer row of a table with ``vocab_size`` rows: 0 <= padding_idx < vocab_size."""
+    if padding_idx is None:
+        return None
+    if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)) \
+            or not 0 <= padding_idx < vocab_size:
+        raise ValueError(f"{name}: expected None or an integer in [0, {vocab_size}), "
+                         f"got {padding_idx!r}")
+    return int(padding_idx)
 
-    def __init__(self, vocab_size, d, rng=None, std=0.02, dtype=np.float32):
-        self.weight = Parameter(init_normal(rng, (vocab_size, d), std, dtype))
+
+class Embedding(Module):
+    """ids [B, N] (integers in [0, V)) -> vectors [B, N, d].
+
+    ``padding_idx``: a row whose gradient stays zero, PyTorch's ``nn.Embedding(padding_idx=...)``
+    (BERT's and BART's [PAD] row). The row is still read, and starts at zero; backward
+    never adds into it, so gradient steps leave it alone (weight decay, if any, still
+    shrinks it, as in PyTorch). Only the lookup skips it: a head tied to this table still
+    sends that row its gradient, as in PyTorch.
+    """
+
+    def __init__(self, vocab_size, d, rng=None, std=0.02, dtype=np.float32, padding_idx=None):
+        self.padding_idx = check_padding_idx("padding_idx", padding_idx, vocab_size)
+        table = init_normal(rng, (vocab_size, d), std, dtype)
+        if self.padding_idx is not None:
+            table[self.padding_idx] = 0                  # as torch initialises it
+        self.weight = Parameter(table)
 
     def forward(self, ids):
         ids = check_ids("ids", ids, self.weight.shape[0])
@@ -36,7 +59,11 @@ class Embedding(Module):
     def backward(self, d_out, cache):
         # forward: out[b, n] = W[ids[b, n]]; an id read twice receives both gradients
         d = self.weight.shape[1]
-        np.add.at(self.weight.grad, cache.ids.reshape(-1), d_out.reshape(-1, d))
+        ids, d_rows = cache.ids.reshape(-1), d_out.reshape(-1, d)        # [B*N], [B*N, d]
+        if self.padding_idx is not None:
+            # the padding row is frozen: the positions that read it send nothing back
+            d_rows = np.where((ids == self.padding_idx)[:, None], 0, d_rows)
+        np.add.at(self.weight.grad, ids, d_rows)
         return None  # integer ids have no gradient
 
 

@@ -11,6 +11,13 @@ scaled to unit length (the sentence-transformers recipe):
     vector, _ = mean_pool_forward(states, key_mask)      # [B, d]
     unit, _   = l2_normalize_forward(vector)             # [B, d], |unit| = 1
 
+BERT's own summary of a sequence is its pooler (``EncoderConfig(pooler=True)``), one
+Linear and a tanh on the first position ([CLS]), Hugging Face's ``pooler_output``:
+
+    pooled, pool_cache = encoder.pooler.forward(states)  # [B, d] = tanh(states[:, 0] W + b)
+    d_states = encoder.pooler.backward(d_pooled, pool_cache)   # [B, N, d], zero but at 0
+    encoder.backward(d_states, cache)
+
 BERT's layer is Post-Norm: h = LN(x + Attn(x)); y = LN(h + FFN(h)), with the
 exact (erf) GELU, biases on every linear, LayerNorm eps 1e-12 and attention
 scaled by 1/sqrt(D). ``EncoderConfig()`` is that recipe at a tiny size.
@@ -23,7 +30,9 @@ import numpy as np
 
 from .attention import padding_mask
 from .block import BlockConfig, build_block, build_norm
-from .embedding import Embedding, Embeddings, position_table
+from .embedding import Embedding, Embeddings, check_padding_idx, position_table
+from .functional import tanh_backward, tanh_forward
+from .linear import Linear
 from .module import Cache, ConfigDict, Module
 from .validate import check_choice, check_ids, check_key_mask, check_token_ids  # noqa: F401
 
@@ -38,6 +47,9 @@ class EncoderConfig(ConfigDict):
     embedding). ``final_norm`` None means "a final norm exactly when Pre-Norm"
     (a Post-Norm stack already ends in a norm). ``embed_scale`` multiplies the
     token embeddings (sqrt(d) in the 2017 Transformer, 1 in BERT).
+    ``pad_token_id``: the token row whose gradient stays zero (PyTorch's ``padding_idx``;
+    BERT's [PAD] is 0), None for none. ``pooler``: add BERT's pooler (``Pooler``).
+    ``npformer.interop.from_hf`` sets both from a BERT checkpoint.
     """
 
     vocab_size: int = 50
@@ -60,6 +72,8 @@ class EncoderConfig(ConfigDict):
     embed_scale: float = 1.0
     rope_theta: float = 10000.0
     init_std: float = 0.02
+    pad_token_id: int | None = None     # a frozen token row (torch's padding_idx)
+    pooler: bool = False                # BERT's pooler: tanh(states[:, 0] W + b)
 
     @classmethod
     def bert(cls, **overrides):
@@ -77,6 +91,7 @@ class EncoderConfig(ConfigDict):
         if not isinstance(self.type_vocab_size, (int, np.integer)) or self.type_vocab_size < 0:
             raise ValueError(f"type_vocab_size: expected an integer >= 0, got {self.type_vocab_size!r}")
         check_choice("positions", self.positions, ENCODER_POSITIONS)
+        check_padding_idx("pad_token_id", self.pad_token_id, self.vocab_size)
         self.block_config()          # width / heads / norm / ffn checks, with their messages
 
     @property
@@ -121,12 +136,14 @@ class Encoder(Module):
     ``blocks.{i}.attn.out.weight`` [d, d] and ``.bias``,
     ``blocks.{i}.norm2.gamma``/``.beta`` (the FFN's norm),
     ``blocks.{i}.ffn.up.weight`` [d, hidden], ``.bias``, ``blocks.{i}.ffn.down.weight``, ``.bias``;
-    finally ``final_norm.gamma``/``.beta`` (Pre-Norm).
+    finally ``final_norm.gamma``/``.beta`` (Pre-Norm), ``pooler.weight`` [d, d] and
+    ``.bias`` (with ``config.pooler``).
 
     For BERT: tokens = word_embeddings, positions = position_embeddings,
     segments = token_type_embeddings, embed_norm = embeddings.LayerNorm,
     norm1 = attention.output.LayerNorm, norm2 = output.LayerNorm,
-    ffn.up = intermediate.dense, ffn.down = output.dense (weights transposed).
+    ffn.up = intermediate.dense, ffn.down = output.dense, pooler = pooler.dense
+    (weights transposed).
     """
 
     def __init__(self, config=None, rng=None, dtype=np.float32):
@@ -135,7 +152,7 @@ class Encoder(Module):
         rng = np.random.default_rng(0) if rng is None else rng
         self.config = config
         d, std = config.d_model, config.init_std
-        self.tokens = Embedding(config.vocab_size, d, rng, std, dtype)
+        self.tokens = Embedding(config.vocab_size, d, rng, std, dtype, config.pad_token_id)
         self.positions = position_table(config.positions, config.max_len, d, rng, std, dtype)
         self.segments = None
         if config.type_vocab_size:
@@ -146,6 +163,7 @@ class Encoder(Module):
                                 scale=config.embed_scale)
         self.blocks = [build_block(block_config, rng, dtype) for _ in range(config.n_layers)]
         self.final_norm = build_norm(block_config, dtype) if config.use_final_norm else None
+        self.pooler = Pooler(d, rng, std, dtype) if config.pooler else None
 
     def forward(self, ids, key_mask=None, segments=None):
         """ids [B, N] -> (states [B, N, d], cache).
@@ -193,6 +211,51 @@ class Encoder(Module):
         states, _ = self.forward(ids, key_mask, segments)
         vector, _ = mean_pool_forward(states, key_mask)
         return l2_normalize_forward(vector)[0] if normalize else vector
+
+    def pool(self, ids, key_mask=None, segments=None):
+        """Inference convenience: BERT's ``pooler_output`` [B, d] = tanh(states[:, 0] W + b).
+
+        Needs ``config.pooler``. For training, call ``self.pooler.forward`` and
+        ``.backward`` on the states (see the module docstring).
+        """
+        if self.pooler is None:
+            raise ValueError("pool: this encoder has no pooler (EncoderConfig.pooler=False)")
+        return self.pooler(self.forward(ids, key_mask, segments)[0])
+
+
+# -- BERT's pooler -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PoolerCache(Cache):
+    dense: Cache
+    tanh: Cache
+    shape: tuple          # the states' shape [B, N, d]
+
+
+class Pooler(Linear):
+    """states [B, N, d] -> pooler_output [B, d] = tanh(states[:, 0] W + b), BERT's pooler.
+
+    It reads the first position only ([CLS]), through a Linear d -> d with a bias
+    (``weight`` [d, d], x W layout, and ``bias`` [d]) and a tanh. Backward:
+        d_h = d_pooled (1 - pooled^2);  dW = states[:, 0]^T d_h;  db = sum_b d_h
+        d_states[:, 0] = d_h W^T, and 0 at every other position.
+    """
+
+    def __init__(self, d, rng=None, std=0.02, dtype=np.float32):
+        super().__init__(d, d, True, rng, std, dtype)
+
+    def forward(self, states):
+        if not isinstance(states, np.ndarray) or states.ndim != 3:
+            raise ValueError(f"states: expected an array [B, N, d], got shape {np.shape(states)}")
+        h, dense = super().forward(states[:, 0])                        # [B, d]
+        pooled, tanh = tanh_forward(h)                                  # [B, d]
+        return pooled, PoolerCache(dense, tanh, states.shape)
+
+    def backward(self, d_pooled, cache):
+        d_h = tanh_backward(d_pooled, cache.tanh)                       # forward: tanh(h)
+        d_first = super().backward(d_h, cache.dense)                    # forward: h = s0 W + b
+        B, N, d = cache.shape
+        # forward: only position 0 is read; the others receive no gradient
+        return np.concatenate([d_first[:, None], np.zeros((B, N - 1, d), d_first.dtype)], axis=1)
 
 
 # -- mean pooling over real tokens -----------------------------------------------------

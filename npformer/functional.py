@@ -1,4 +1,4 @@
-"""Stateless maths as forward/backward pairs: softmax, log-softmax, ReLU, GELU, SiLU.
+"""Stateless maths as forward/backward pairs: softmax, log-softmax, ReLU, GELU, SiLU, tanh.
 
 Every pair follows the module protocol: ``y, cache = f_forward(x)`` and
 ``d_x = f_backward(d_out, cache)``. ``FUNCTION_PAIRS`` lists them by name.
@@ -12,6 +12,7 @@ The backward formulas, for an upstream gradient dy:
     tanh-GELU    y = x (1 + t) / 2, t = tanh(u),       dx = dy * ((1 + t) / 2 + x (1 - t^2) u' / 2)
                  u = c (x + a x^3)                          u' = c (1 + 3 a x^2)
     SiLU         y = x s, s = sigmoid(x)               dx = dy * s (1 + x (1 - s))
+    tanh         y = tanh(x)                           dx = dy * (1 - y^2)
 """
 from __future__ import annotations
 
@@ -185,6 +186,24 @@ def silu_backward(d_out, cache):
     return d_out * s * (1 + x * (1 - s))
 
 
+# -- tanh (BERT's pooler) ------------------------------------------------------------
+@dataclass(frozen=True)
+class TanhCache(Cache):
+    y: np.ndarray  # tanh(x): the derivative needs only the output
+
+
+def tanh_forward(x):
+    """tanh(x) = (e^x - e^-x) / (e^x + e^-x), in (-1, 1)."""
+    y = np.tanh(x)
+    return y, TanhCache(y)
+
+
+def tanh_backward(d_out, cache):
+    """d_out times the derivative of tanh."""
+    # forward: y = tanh(x), and tanh' = 1 - tanh^2
+    return d_out * (1 - cache.y ** 2)
+
+
 FUNCTION_PAIRS = {
     "softmax": (softmax_forward, softmax_backward),
     "log_softmax": (log_softmax_forward, log_softmax_backward),
@@ -192,6 +211,7 @@ FUNCTION_PAIRS = {
     "gelu": (gelu_forward, gelu_backward),
     "gelu_tanh": (gelu_tanh_forward, gelu_tanh_backward),
     "silu": (silu_forward, silu_backward),
+    "tanh": (tanh_forward, tanh_backward),
 }
 
 ACTIVATIONS = {name: FUNCTION_PAIRS[name] for name in ("relu", "gelu", "gelu_tanh", "silu")}

@@ -18,7 +18,7 @@ import numpy as np
 
 from .attention import DotProductAttention, padding_mask
 from .block import BlockConfig, build_block, build_norm
-from .embedding import Embedding, Embeddings, position_table
+from .embedding import Embedding, Embeddings, check_padding_idx, position_table
 from .encoder import Encoder, EncoderConfig
 from .functional import sum_over_positions
 from .linear import Linear
@@ -174,6 +174,9 @@ class Seq2SeqConfig(ConfigDict):
     target token table; ``logits_bias``: a bias added to the logits (BART's
     final_logits_bias). ``final_norm`` None means "exactly when Pre-Norm".
     Encoder and decoder each have their own position table and embedding norm.
+    ``pad_token_id``: a token row the lookups never update (PyTorch's ``padding_idx``,
+    in the source and the target table; BART's is 1), None for none. A head tied to
+    the table still sends that row its gradient, as in PyTorch.
     """
 
     vocab_size: int = 50
@@ -200,6 +203,7 @@ class Seq2SeqConfig(ConfigDict):
     logits_bias: bool = False
     rope_theta: float = 10000.0
     init_std: float = 0.02
+    pad_token_id: int | None = None     # a frozen token row (torch's padding_idx)
 
     @classmethod
     def bart(cls, **overrides):
@@ -220,6 +224,7 @@ class Seq2SeqConfig(ConfigDict):
         if self.share_embeddings and self.src_vocab_size not in (None, self.vocab_size):
             raise ValueError(f"src_vocab_size: share_embeddings needs one vocabulary, got "
                              f"src_vocab_size={self.src_vocab_size} and vocab_size={self.vocab_size}")
+        check_padding_idx("pad_token_id", self.pad_token_id, self.vocab_size)
         self.encoder_config()            # width, heads, norm, ffn ... checked there
         self.block_config()
 
@@ -237,7 +242,7 @@ class Seq2SeqConfig(ConfigDict):
                              embed_norm=self.embed_norm, final_norm=self.final_norm,
                              attn_bias=self.attn_bias, ffn_bias=self.ffn_bias, norm_eps=self.norm_eps,
                              embed_scale=self.embed_scale, rope_theta=self.rope_theta,
-                             init_std=self.init_std)
+                             init_std=self.init_std, pad_token_id=self.pad_token_id)
 
     def block_config(self):
         """The ``BlockConfig`` of the decoder's self-attention, FFN and norms (causal)."""
@@ -308,7 +313,7 @@ class EncoderDecoder(Module):
         if config.share_embeddings:
             self.tokens = self.encoder.tokens                  # the same Parameter, two readers
         else:
-            self.tokens = Embedding(config.vocab_size, d, rng, std, dtype)
+            self.tokens = Embedding(config.vocab_size, d, rng, std, dtype, config.pad_token_id)
         self.positions = position_table(config.positions, config.max_len, d, rng, std, dtype)
         block_config = config.block_config()
         self.embed_norm = build_norm(block_config, dtype) if config.embed_norm else None

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from npformer import Module
-from npformer.encoder import (Encoder, EncoderConfig, l2_normalize_backward, l2_normalize_forward,
-                              mean_pool_backward, mean_pool_forward)
+from npformer.encoder import (Encoder, EncoderConfig, Pooler, l2_normalize_backward,
+                              l2_normalize_forward, mean_pool_backward, mean_pool_forward)
 from npformer.gradcheck import assert_gradcheck
 
 V, D_MODEL, HEADS = 17, 8, 2
@@ -283,6 +283,47 @@ def test_mean_pool_rejects_bad_shapes(rng):
         mean_pool_forward(rng.standard_normal((2, 3, 4)), np.ones((2, 4), bool))
     with pytest.raises(TypeError, match="states: expected a float array"):
         mean_pool_forward(rng.standard_normal((2, 3)))
+
+
+# -- BERT's pooler and its frozen [PAD] row -----------------------------------------------------
+def test_pooler_output_is_tanh_of_the_first_state_through_a_linear(rng):
+    model = randomise(tiny(pooler=True))
+    ids, segments = rng.integers(0, V, (3, 7)), rng.integers(0, 2, (3, 7))
+    key_mask = np.arange(7)[None] < np.array([[7], [5], [2]])
+    params = model.state_dict()
+    first = reference_bert(params, model.config, ids, key_mask, segments)[:, 0]
+    expected = np.tanh(first @ params["pooler.weight"] + params["pooler.bias"])
+    np.testing.assert_allclose(model.pool(ids, key_mask, segments), expected, atol=1e-12)
+    assert [n for n, _ in model.named_parameters()][-2:] == ["pooler.weight", "pooler.bias"]
+
+
+def test_pooler_sends_gradient_to_the_first_position_only(rng):
+    pooler = Pooler(D_MODEL, rng, dtype=np.float64)
+    pooled, cache = pooler.forward(rng.standard_normal((2, 5, D_MODEL)))
+    d_states = pooler.backward(rng.standard_normal(pooled.shape), cache)
+    assert d_states.shape == (2, 5, D_MODEL) and not d_states[:, 1:].any() and d_states[:, 0].all()
+
+
+def test_pad_token_id_freezes_that_row_of_the_word_embeddings_only(rng):
+    model = randomise(tiny(pad_token_id=0))
+    ids = rng.integers(1, V, (2, 5))
+    ids[0, 2] = ids[1, 4] = 0                        # [PAD] read at positions with gradient
+    states, cache = model.forward(ids)
+    model.backward(rng.standard_normal(states.shape), cache)
+    assert not model.tokens.weight.grad[0].any() and model.tokens.weight.grad[ids[0, 0]].any()
+    assert model.segments.padding_idx is None and model.segments.weight.grad[0].any()
+
+
+def test_pooler_and_pad_token_id_errors_and_old_configs(rng):
+    with pytest.raises(ValueError, match="pool: this encoder has no pooler"):
+        tiny().pool(rng.integers(0, V, (1, 3)))
+    with pytest.raises(ValueError, match=r"pad_token_id: expected None or an integer in \[0, 50\)"):
+        EncoderConfig(pad_token_id=50)
+    with pytest.raises(ValueError, match=r"states: expected an array \[B, N, d\]"):
+        Pooler(D_MODEL, rng).forward(np.zeros((2, D_MODEL), np.float32))
+    old = EncoderConfig.bert().to_dict()             # written before the two fields existed
+    del old["pad_token_id"], old["pooler"]
+    assert EncoderConfig.from_dict(old) == EncoderConfig.bert(pad_token_id=None, pooler=False)
 
 
 # -- cross-check against Hugging Face BertModel (run with -m crosscheck) --------------------------

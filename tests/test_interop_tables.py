@@ -7,6 +7,8 @@ position rows are where Hugging Face's model code puts them; a config exported a
 imported is the same config; refusals name the key or field. (Which of their
 tensors each name is, is checked against transformers in tests/crosscheck.)
 """
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -32,7 +34,7 @@ DECODERS = {
                                         ffn_bias=True, tie_embeddings=True),
     "mixtral": DecoderConfig.mixtral(vocab_size=13, d_model=8, n_heads=2, n_kv_heads=1, n_layers=2,
                                      max_len=10, ffn_hidden=6, n_experts=3, top_k=2,
-                                     moe_aux_weight=0.02),
+                                     moe_aux_weight=0.02, moe_aux_objective="pooled"),
 }
 
 
@@ -124,3 +126,53 @@ def test_hf_state_dict_arguments(rng):
         hf_state_dict(object())
     with pytest.raises(ValueError, match="experts: expected 'per_expert' or 'fused', got 'both'"):
         hf_state_dict(DecoderLM(DECODERS["mixtral"], rng), experts="both")
+
+
+def test_mixtral_router_loss_is_hugging_faces_both_ways():
+    """Import selects HF's objective (pooled over the layers) with HF's coefficient; export
+    refuses a per-layer loss over several layers, where the two objectives differ."""
+    hf = hf_config_from_decoder(DECODERS["mixtral"])
+    assert hf["router_aux_loss_coef"] == 0.02 and hf["output_router_logits"] is True
+    hf["router_aux_loss_coef"] = 0.005
+    config = decoder_config_from_hf(hf)
+    assert (config.moe_aux_objective, config.moe_aux_weight) == ("pooled", 0.005)
+    per_layer = dataclasses.replace(DECODERS["mixtral"], moe_aux_objective="per_layer")
+    with pytest.raises(ValueError, match=r"config: moe_aux_objective='per_layer' cannot be "
+                                         r"exported as Mixtral \(it needs moe_aux_objective='pooled'"):
+        hf_config_from_decoder(per_layer)
+    # one layer, or no router loss at all: the objectives agree, so the export is exact
+    assert hf_config_from_decoder(dataclasses.replace(per_layer, n_layers=1))["model_type"] == "mixtral"
+    silent = hf_config_from_decoder(dataclasses.replace(per_layer, moe_aux_weight=0.0))
+    assert silent["router_aux_loss_coef"] == 0.0 and silent["output_router_logits"] is False
+
+
+def test_bert_pooler_round_trip_and_layout(rng):
+    """Our pooler [d_in, d_out] is their nn.Linear pooler.dense, stored [d_out, d_in]; from_hf
+    turns the pooler on exactly when the tensors hold it."""
+    config = EncoderConfig.bert(vocab_size=13, d_model=8, n_heads=2, n_layers=1, max_len=10,
+                                ffn_hidden=12, pooler=True)
+    model = _randomised(Encoder(config, rng), rng)
+    state = hf_state_dict(model)
+    np.testing.assert_array_equal(state["pooler.dense.weight"], model.pooler.weight.data.T)
+    np.testing.assert_array_equal(state["pooler.dense.bias"], model.pooler.bias.data)
+    back = from_hf(state, dict(BERT_JSON, num_hidden_layers=1))
+    assert back.config.pooler
+    _assert_same_parameters(model, back)
+    prefixed = {"bert." + name: array for name, array in state.items()}     # a task model's names
+    assert from_hf(prefixed, dict(BERT_JSON, num_hidden_layers=1)).config.pooler
+    del state["pooler.dense.weight"], state["pooler.dense.bias"]
+    assert not from_hf(state, dict(BERT_JSON, num_hidden_layers=1)).config.pooler
+
+
+@pytest.mark.parametrize("json,key,default", [(BERT_JSON, "pad_token_id", 0),
+                                              (BART_JSON, "pad_token_id", 1)])
+def test_pad_token_id_becomes_the_frozen_row(json, key, default):
+    """BERT's [PAD] defaults to 0 and BART's to 1 (transformers' config defaults); an explicit
+    null means no frozen row."""
+    from npformer.interop import encoder_config_from_hf, seq2seq_config_from_hf
+    translate = encoder_config_from_hf if json is BERT_JSON else seq2seq_config_from_hf
+    assert translate(json).pad_token_id == default
+    assert translate(dict(json, **{key: 5})).pad_token_id == 5
+    assert translate(dict(json, **{key: None})).pad_token_id is None
+    with pytest.raises(ValueError, match=r"pad_token_id: expected None or an integer in \[0, 13\)"):
+        translate(dict(json, **{key: 13}))

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..encoder import (Encoder, EncoderConfig, l2_normalize_backward, l2_normalize_forward,
+from ..encoder import (Encoder, EncoderConfig, Pooler, l2_normalize_backward, l2_normalize_forward,
                        mean_pool_backward, mean_pool_forward)
+from ..module import Module
 from ..seq2seq import CrossAttention, EncoderDecoder, Seq2SeqConfig, build_decoder_block
 from .registry import case, normal, real_tokens, shape
 
@@ -38,6 +39,42 @@ def _(rng, size):
     if config.type_vocab_size:
         options["segments"] = rng.integers(0, config.type_vocab_size, (B, N))
     return Encoder(config, rng), (ids,), options
+
+
+@case("Pooler")
+def _(rng, size):
+    B, N, d, H = shape(size)
+    return Pooler(d, rng), (normal(rng, B, N, d),), {}
+
+
+class PooledEncoder(Module):
+    """Check harness: an Encoder with its pooler, ``pooler_output`` [B, d] as the output, so
+    one check runs through the pooler and every layer below it."""
+
+    def __init__(self, encoder):
+        self.encoder = encoder
+
+    def forward(self, ids, key_mask=None, segments=None):
+        states, cache = self.encoder.forward(ids, key_mask, segments)
+        pooled, pool_cache = self.encoder.pooler.forward(states)
+        return pooled, (cache, pool_cache)
+
+    def backward(self, d_pooled, caches):
+        cache, pool_cache = caches
+        return self.encoder.backward(self.encoder.pooler.backward(d_pooled, pool_cache), cache)
+
+
+@case("Encoder (pooler, padding row)")
+def _(rng, size):
+    # [PAD] = 0 sits at the padded positions only: nothing real reads them, so the frozen
+    # row's true gradient is zero and the check covers every parameter in full
+    B, N, d, H = shape(size)
+    config = EncoderConfig.bert(d_model=d, n_heads=H, vocab_size=11, n_layers=1 + size % 2,
+                                pad_token_id=0, pooler=True)
+    key_mask = real_tokens(B, N)
+    ids = np.where(key_mask, rng.integers(1, 11, (B, N)), 0)
+    return PooledEncoder(Encoder(config, rng)), (ids,), \
+        {"key_mask": key_mask, "segments": rng.integers(0, 2, (B, N))}
 
 
 @case("CrossAttention")

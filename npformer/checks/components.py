@@ -35,7 +35,7 @@ def _activation_case(name):
     return builder
 
 
-for _name in ("log_softmax", "relu", "gelu", "gelu_tanh", "silu"):
+for _name in ("log_softmax", "relu", "gelu", "gelu_tanh", "silu", "tanh"):
     _activation_case(_name)
 
 
@@ -107,6 +107,19 @@ def _(rng, size):
     ids = rng.integers(0, 5, (B, N))
     ids[0, :2] = 3                           # a repeated id accumulates
     return Embedding(7, d, rng), (ids,), {}
+
+
+@case("Embedding (padding row)")
+def _(rng, size):
+    # The padding row's lookups send nothing back (torch's padding_idx), which no finite
+    # difference can confirm: the upstream is zero where the ids read that row, so its true
+    # gradient is zero too, and the check holds every other row to the full gradient.
+    B, N, d, H = shape(size)
+    ids = rng.integers(0, 7, (B, N))
+    ids[0, :2] = 3                           # the padding row, read twice
+    ids[-1, -1] = 2                          # its neighbours must still learn
+    upstream = normal(rng, B, N, d) * (ids != 3)[..., None]
+    return Embedding(7, d, rng, padding_idx=3), (ids,), {"upstream": upstream}
 
 
 @case("LearnedPositions")

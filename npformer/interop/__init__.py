@@ -25,6 +25,33 @@ have no counterpart in npformer's attention.
     hf_state_dict(model)                      # {their name: array}; grads=True for gradients
     read_hf_checkpoint("path/to/checkpoint")  # (config dict, {their name: array}), unconverted
 
+Training conventions follow the checkpoint's family, and the imported model's config
+says which were chosen:
+
+- Mixtral's router loss. Hugging Face computes ONE load-balancing loss from the routing
+  of all layers pooled (f and P averaged over every layer's tokens, padded positions left
+  out when an attention_mask is given); ``from_hf`` therefore sets
+  ``config.moe_aux_objective = "pooled"`` and ``config.moe_aux_weight =
+  router_aux_loss_coef`` (npformer's own default, "per_layer", sums one loss per layer:
+  the same for one layer, a different objective for more). Note that transformers adds
+  ``router_aux_loss_coef * aux_loss`` to its ``loss`` only when the model runs with
+  ``output_router_logits=True`` (hub configs say False: plain fine-tuning then trains
+  cross-entropy alone); npformer's ``DecoderLM.backward`` always adds it, so set
+  ``model.config.moe_aux_weight = 0`` to train what such a run trains. Export
+  (``save_hf``) writes the weight as ``router_aux_loss_coef`` with
+  ``output_router_logits`` True when it is not zero, and refuses a "per_layer"
+  objective over several layers (set "pooled", or a zero weight, first).
+- BERT's and BART's [PAD] row. torch freezes it (``nn.Embedding(padding_idx=...)``):
+  ``from_hf`` sets ``config.pad_token_id`` (BERT's default 0, BART's 1), and the token
+  table's lookups never update that row (BART's tied head still does, as in torch).
+  Llama and Mixtral freeze ``pad_token_id`` too when their config.json sets one (hub
+  checkpoints usually leave it null); npformer's DecoderConfig has no such field, so
+  a DecoderLM updates every row.
+- BERT's pooler (``pooler.dense``, then tanh, on the first position): imported when the
+  checkpoint holds ``pooler.dense.weight`` (``config.pooler``); ``Encoder.pool(ids,
+  key_mask)`` gives transformers' ``pooler_output``, ``Encoder.pooler`` its
+  forward/backward. ``hf_state_dict`` writes it back.
+
 ``read_hf_checkpoint`` reads Hugging Face's files; npformer's own training
 checkpoints are read by ``npformer.checkpoint.load_checkpoint``. Reading and
 writing ``.safetensors`` needs the optional extra ``pip install npformer[hf]``;

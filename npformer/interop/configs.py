@@ -178,15 +178,30 @@ def _llama_from_hf(hf):
 def _mixtral_moe_from_hf(hf):
     """Mixtral's MoE settings as DecoderConfig fields (see npformer.moe).
 
-    ``router_aux_loss_coef`` becomes ``moe_aux_weight``, the weight of the same
-    load-balancing loss; Hugging Face computes that loss once from the routing of all
-    layers pooled, npformer once per layer and sums them.
+    The router loss becomes Hugging Face's: ``moe_aux_objective="pooled"`` (one
+    load-balancing loss from the routing of all layers pooled, padded positions left
+    out) weighted by ``moe_aux_weight = router_aux_loss_coef``. transformers adds that
+    term to its loss only when the model runs with ``output_router_logits=True``;
+    npformer's backward always adds it (set ``moe_aux_weight=0`` for CE alone).
     """
     _need(hf, "num_local_experts", "num_experts_per_tok")
     if hf.get("router_jitter_noise", 0.0):
         _refuse("router_jitter_noise", hf["router_jitter_noise"], "the router is deterministic")
     return dict(n_experts=hf["num_local_experts"], top_k=hf["num_experts_per_tok"],
-                moe_aux_weight=hf.get("router_aux_loss_coef", 0.001))
+                moe_aux_weight=hf.get("router_aux_loss_coef", 0.001), moe_aux_objective="pooled")
+
+
+def _check_mixtral_objective(c):
+    """Refuse a router loss Hugging Face cannot train: "per_layer" over 2 or more MoE layers.
+
+    (With one layer, or a zero weight, the two objectives are the same loss.)
+    """
+    if c.moe_aux_objective != "pooled" and c.n_layers > 1 and c.moe_aux_weight != 0:
+        raise ValueError(
+            f"config: moe_aux_objective={c.moe_aux_objective!r} cannot be exported as Mixtral "
+            f"(it needs moe_aux_objective='pooled': Hugging Face computes one router loss from "
+            f"all {c.n_layers} layers' routing pooled; the weights are unaffected, so set "
+            f"config.moe_aux_objective='pooled', or moe_aux_weight=0, to export)")
 
 
 def _llama_to_hf(c, common):
@@ -204,10 +219,13 @@ def _llama_to_hf(c, common):
         return dict(llama, model_type="llama", architectures=["LlamaForCausalLM"],
                     attention_bias=c.attn_bias, mlp_bias=c.ffn_bias)
     _require(c, "Mixtral", attn_bias=False, ffn_bias=False)
+    _check_mixtral_objective(c)
+    # output_router_logits=True: transformers then adds the router loss to its training loss,
+    # as npformer's backward does (with False it trains cross-entropy alone)
     return dict(llama, model_type="mixtral", architectures=["MixtralForCausalLM"],
                 num_local_experts=c.n_experts, num_experts_per_tok=c.top_k,
                 router_aux_loss_coef=c.moe_aux_weight, router_jitter_noise=0.0,
-                sliding_window=None, output_router_logits=False)
+                sliding_window=None, output_router_logits=c.moe_aux_weight != 0)
 
 
 # -- decoders: the family chosen by the config -------------------------------------------------
@@ -230,6 +248,9 @@ def hf_config_from_decoder(config, dtype=np.float32):
 
     GPT-2 when positions are learned, Llama when they are RoPE, Mixtral when the FFN
     is a Mixture of Experts; ValueError naming the first field none of them can express.
+    A Mixtral's router loss must be Hugging Face's (``moe_aux_objective="pooled"``,
+    unless one layer or a zero weight makes the two objectives equal); its weight becomes
+    ``router_aux_loss_coef``, with ``output_router_logits`` True when it is not zero.
     """
     _require(config, "GPT-2 or Llama", prenorm=True, causal=True, window=None)
     common = dict(vocab_size=config.vocab_size, tie_word_embeddings=config.tie_embeddings,
@@ -249,9 +270,14 @@ _BERT_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh
                      "relu": "relu"}
 
 
-def encoder_config_from_hf(hf):
+def encoder_config_from_hf(hf, pooler=False):
     """An ``EncoderConfig`` equal to a BERT config dict; ValueError naming any key npformer
-    cannot express."""
+    cannot express.
+
+    ``pad_token_id`` (BERT's default 0) becomes the frozen token row, as torch's
+    ``padding_idx``. ``pooler``: whether the checkpoint holds BERT's pooler; config.json
+    does not say, so ``from_hf`` decides from the tensors (``pooler.dense.weight``).
+    """
     hf = _family_config(hf, "bert", "an encoder", (
         "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
         "max_position_embeddings", "intermediate_size"))
@@ -268,13 +294,15 @@ def encoder_config_from_hf(hf):
         n_layers=hf["num_hidden_layers"], max_len=hf["max_position_embeddings"],
         type_vocab_size=hf.get("type_vocab_size", 2), ffn=ffn, ffn_hidden=hf["intermediate_size"],
         norm_eps=hf.get("layer_norm_eps", 1e-12),
-        init_std=hf.get("initializer_range", 0.02))
+        init_std=hf.get("initializer_range", 0.02), pad_token_id=hf.get("pad_token_id", 0),
+        pooler=bool(pooler))
 
 
 # -- BART ---------------------------------------------------------------------------------------
 def seq2seq_config_from_hf(hf):
     """A ``Seq2SeqConfig`` equal to a BART config dict; ValueError naming any key npformer
-    cannot express."""
+    cannot express. ``pad_token_id`` (BART's default 1) becomes the frozen row of the
+    shared token table, as torch's ``padding_idx``."""
     hf = _family_config(hf, "bart", "an encoder-decoder", (
         "vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
         "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings"))
@@ -294,4 +322,4 @@ def seq2seq_config_from_hf(hf):
         max_len=hf["max_position_embeddings"], ffn=ffn, ffn_hidden=hf["encoder_ffn_dim"],
         norm_eps=1e-5,
         embed_scale=math.sqrt(d) if hf.get("scale_embedding", False) else 1.0,
-        init_std=hf.get("init_std", 0.02))
+        init_std=hf.get("init_std", 0.02), pad_token_id=hf.get("pad_token_id", 1))

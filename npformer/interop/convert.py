@@ -78,9 +78,14 @@ def _source(source, config):
 
 
 def _plan(hf, their_names=()):
-    """(family, our config, table, their names to skip) for a Hugging Face config dict."""
+    """(family, our config, table, their names to skip) for a Hugging Face config dict and the
+    names of the tensors at hand (which tell Mixtral's expert layout and BERT's pooler)."""
     family = family_of(hf)
-    ours = CONFIG_FROM_HF[family](hf)
+    if family == "bert":
+        names = {canonical_name(family, k) for k in their_names}
+        ours = encoder_config_from_hf(hf, pooler="pooler.dense.weight" in names)
+    else:
+        ours = CONFIG_FROM_HF[family](hf)
     experts = "per_expert" if any("block_sparse_moe." in k for k in their_names) else "fused"
     return family, ours, table_for(ours, experts), unused_names(ours)
 
@@ -96,10 +101,20 @@ def from_hf(source, config=None, dtype=np.float32, strict=True):
     ``source``: a checkpoint directory (config.json + model.safetensors), or a
     state dict {name: torch tensor or ndarray} together with ``config`` (a dict,
     a transformers config or a path to config.json). GPT-2, Llama and Mixtral
-    give a ``DecoderLM``; BERT gives an ``Encoder`` (its pooler, unused by the
-    token states, is skipped); BART gives an ``EncoderDecoder``. ``strict=False``
-    ignores unexpected tensors (e.g. the masked-LM head of a BertForPreTraining
-    checkpoint).
+    give a ``DecoderLM``; BERT gives an ``Encoder``; BART gives an ``EncoderDecoder``.
+    ``strict=False`` ignores unexpected tensors (e.g. the masked-LM head of a
+    BertForPreTraining checkpoint).
+
+    Where a family's training differs from npformer's defaults, the returned model's
+    config says what was chosen:
+    - Mixtral: ``config.moe_aux_objective == "pooled"`` and ``config.moe_aux_weight ==
+      router_aux_loss_coef``: the router loss transformers trains with
+      ``output_router_logits=True`` (one load-balancing loss over all layers' routing,
+      padded positions left out), which ``DecoderLM.backward`` adds;
+    - BERT: ``config.pad_token_id`` (the [PAD] row, frozen as torch's ``padding_idx``)
+      and ``config.pooler`` (True when the checkpoint holds ``pooler.dense.weight``;
+      ``Encoder.pool`` then gives ``pooler_output``);
+    - BART: ``config.pad_token_id``, the frozen row of the shared token table.
     """
     hf, state = _source(source, config)
     family, ours, table, skip = _plan(hf, state.keys())

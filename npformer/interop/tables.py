@@ -174,7 +174,8 @@ def _mixtral_experts(E, ours, theirs, experts):
 
 
 def bert_table(c):
-    """BERT (BertModel): embeddings with segments and a LayerNorm, Post-Norm blocks, biases."""
+    """BERT (BertModel): embeddings with segments and a LayerNorm, Post-Norm blocks, biases,
+    and the pooler (``pooler.dense``) when the config has one."""
     widths = _qkv_widths(c)
     table = [_same("tokens.weight", "embeddings.word_embeddings.weight"),
              _same("positions.weight", "embeddings.position_embeddings.weight"),
@@ -189,7 +190,7 @@ def bert_table(c):
         table += _linear(ours + "ffn.up", theirs + "intermediate.dense")
         table += _linear(ours + "ffn.down", theirs + "output.dense")
         table += _layer_norm(ours + "norm2", theirs + "output.LayerNorm")
-    return table
+    return table + (_linear("pooler", "pooler.dense") if c.pooler else [])
 
 
 def bart_table(c):
@@ -267,10 +268,9 @@ def canonical_name(family, name):
 
 def unused_names(config):
     """Their tensors a checkpoint may hold that npformer does not read: a tied head saved
-    anyway, BERT's pooler (the token states do not use it), BART's copies of its shared
-    token table."""
+    anyway, BERT's pooler when the config has none, BART's copies of its shared token table."""
     if isinstance(config, EncoderConfig):
-        return {"pooler.dense.weight", "pooler.dense.bias"}
+        return set() if config.pooler else {"pooler.dense.weight", "pooler.dense.bias"}
     if isinstance(config, Seq2SeqConfig):
         return {"model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
                 "lm_head.weight"}

@@ -4,7 +4,8 @@ BART is Post-Norm with an embedding LayerNorm on both sides, exact GELU, biases
 everywhere, one token table shared by encoder, decoder and LM head, learned
 positions offset by 2 rows, and a ``final_logits_bias``. A padded source batch:
 logits, every encoder and decoder hidden state (1e-4 in float32, 1e-9 in
-float64), the loss gradient of every parameter (1e-5, float64), and greedy
+float64), the loss gradient of every parameter (1e-5, float64; the [PAD] row of the
+shared table frozen in the lookups, as torch's padding_idx, but not in the tied head), and greedy
 decoding (HF: generate() with its KV cache; npformer's EncoderDecoder has no KV
 cache, so it re-runs the decoder on the growing prefix: same tokens and logits).
 T5 is not used: its relative-position buckets cannot be expressed (see test_interop).
@@ -83,10 +84,13 @@ def test_bart_loss_gradients_for_every_parameter(rng):
     theirs = build_hf(model_class, config, np.float64)
     ours = from_hf(theirs.state_dict(), config, dtype=np.float64)
     src, src_real, tgt = batch(rng)
+    assert ours.config.pad_token_id == config.pad_token_id == 1
+    src[0, 2] = tgt[1, 3] = 1            # the pad id read at real positions: a frozen row
     labels = np.concatenate([tgt[:, 1:], rng.integers(3, V, (2, 1))], axis=1)
     labels[1, 2] = -100
     out = theirs(input_ids=torch.tensor(src), attention_mask=torch.tensor(src_real.astype(np.int64)),
-                 decoder_input_ids=torch.tensor(tgt), labels=torch.tensor(labels))
+                 decoder_input_ids=torch.tensor(tgt), labels=torch.tensor(labels),
+                 output_hidden_states=True)
     out.logits.retain_grad()
     out.loss.backward()
 
@@ -104,6 +108,11 @@ def test_bart_loss_gradients_for_every_parameter(rng):
     assert set(their_grads) == set(params)
     for name, p in params.items():
         check(key, name, p.grad, their_grads[name], 1e-5)
+    # row 1 ([PAD]) learns only through the tied head (torch's padding_idx freezes the
+    # lookups): its gradient is sum over positions of d_logits[..., 1] * decoder output
+    head_only = torch.einsum("bn,bnd->d", out.logits.grad[..., 1], out.decoder_hidden_states[-1])
+    check(key, "[PAD] row: the head's gradient only", params["encoder.tokens.weight"].grad[1],
+          head_only, 1e-9)
 
 
 def test_bart_greedy_decoding(rng):

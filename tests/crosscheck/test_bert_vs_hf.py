@@ -1,9 +1,12 @@
 """npformer's Encoder against Hugging Face's BertModel (eager attention, eval mode).
 
 A right-padded batch with two segments: every layer's hidden states at the real
-tokens (1e-4 relative in float32, 1e-9 in float64: BERT has no float32 islands),
-and, in float64, the gradient of a random linear function of the final states
-for every parameter (1e-5 relative; it reaches rounding level).
+tokens and ``pooler_output`` (1e-4 relative in float32, 1e-9 in float64: BERT has no
+float32 islands), and, in float64, the gradient of a random linear function of the
+final states (every position, padded ones too) and of ``pooler_output``, for every
+parameter (1e-5 relative; it reaches rounding level). The [PAD] row of the word
+embeddings stays at zero gradient on both sides (torch's ``padding_idx``), though the
+batch reads it at positions whose states receive gradient.
 """
 import numpy as np
 import pytest
@@ -44,6 +47,9 @@ def test_bert_hidden_states(dtype, rng):
         check(key, f"hidden state {i}", mine[real], theirs_i.numpy()[real], tol)
     final, _ = ours.forward(ids, real, segments)
     check(key, "last_hidden_state", final[real], out.last_hidden_state.numpy()[real], tol)
+    assert ours.config.pooler and ours.config.pad_token_id == config.pad_token_id == 0
+    check(key + " pooler_output", "pooler_output", ours.pool(ids, real, segments),
+          out.pooler_output, tol)
 
 
 def test_bert_gradients_for_every_parameter(rng):
@@ -51,15 +57,26 @@ def test_bert_gradients_for_every_parameter(rng):
     theirs = build_hf(model_class, config, np.float64)
     ours = from_hf(theirs.state_dict(), config, dtype=np.float64)
     ids, real, segments = batch(rng)
-    upstream = rng.standard_normal((*ids.shape, config.hidden_size)) * real[..., None]
+    ids[0, 4] = config.pad_token_id                 # [PAD] at a real position too
+    d_states = rng.standard_normal((*ids.shape, config.hidden_size))   # padded positions too
+    d_pooled = rng.standard_normal((ids.shape[0], config.hidden_size))
     out = theirs(torch.tensor(ids), attention_mask=torch.tensor(real.astype(np.int64)),
                  token_type_ids=torch.tensor(segments))
-    (out.last_hidden_state * torch.tensor(upstream)).sum().backward()
+    ((out.last_hidden_state * torch.tensor(d_states)).sum()
+     + (out.pooler_output * torch.tensor(d_pooled)).sum()).backward()
     states, cache = ours.forward(ids, real, segments)
-    ours.backward(upstream, cache)
+    pooled, pool_cache = ours.pooler.forward(states)
+    ours.backward(d_states + ours.pooler.backward(d_pooled, pool_cache), cache)
     their_grads = hf_grads_as_ours({n: p.grad for n, p in theirs.named_parameters()
                                     if p.grad is not None}, config)
     params = dict(ours.named_parameters())
-    assert set(their_grads) == set(params)
+    assert set(their_grads) == set(params) and {"pooler.weight", "pooler.bias"} <= set(params)
     for name, p in params.items():
         check("model: BERT float64 gradients", name, p.grad, their_grads[name], 1e-5)
+    # the frozen [PAD] row: zero on both sides, though unfrozen it would learn
+    pad = config.pad_token_id
+    assert not their_grads["tokens.weight"][pad].any() and not params["tokens.weight"].grad[pad].any()
+    ours.tokens.padding_idx = None
+    ours.zero_grad()
+    ours.backward(d_states + ours.pooler.backward(d_pooled, pool_cache), cache)
+    assert np.abs(params["tokens.weight"].grad[pad]).max() > 1e-3

@@ -51,6 +51,7 @@ ACTIVATIONS = {
     "relu": (npformer.relu_forward, npformer.relu_backward, F.relu),
     "log_softmax": (npformer.log_softmax_forward, npformer.log_softmax_backward,
                     lambda x: F.log_softmax(x, dim=-1)),
+    "tanh": (npformer.tanh_forward, npformer.tanh_backward, torch.tanh),
 }
 
 
@@ -283,19 +284,29 @@ def test_ffn(activation, rng):
         check(key, f"d {name}", ours.grad, theirs.grad, TOL)
 
 
-def test_embedding_with_repeated_ids(rng):
-    emb = randomise(npformer.Embedding(7, 5, rng, dtype=np.float64), rng)
+@pytest.mark.parametrize("padding_idx", [None, 1, 2], ids=["no padding row", "padding row 1",
+                                                       "padding row 2"])
+def test_embedding_with_repeated_ids(padding_idx, rng):
+    """nn.Embedding(padding_idx=...): that row is read as any other, and never updated."""
+    emb = randomise(npformer.Embedding(7, 5, rng, dtype=np.float64, padding_idx=padding_idx), rng)
     ids = np.array([[1, 3, 3, 0], [6, 1, 1, 1]])
     g = rng.standard_normal((2, 4, 5))
     y, cache = emb.forward(ids)
     emb.backward(g, cache)
-    theirs = torch.nn.Embedding(7, 5, dtype=torch.float64)
+    theirs = torch.nn.Embedding(7, 5, padding_idx=padding_idx, dtype=torch.float64)
     with torch.no_grad():
         theirs.weight.copy_(torch.tensor(emb.weight.data))
     yt = theirs(torch.tensor(ids))
     backward_through(yt, g)
-    check("component: Embedding", "forward", y, yt, TOL)
-    check("component: Embedding", "d weight", emb.weight.grad, theirs.weight.grad, TOL)
+    key = "component: Embedding" + ("" if padding_idx is None else " (padding row)")
+    check(key, "forward", y, yt, TOL)
+    check(key, "d weight", emb.weight.grad, theirs.weight.grad, TOL)
+
+
+def test_fresh_padding_row_is_zero_as_torch_initialises_it(rng):
+    emb = npformer.Embedding(7, 5, rng, padding_idx=4)
+    assert not emb.weight.data[4].any()
+    assert not torch.nn.Embedding(7, 5, padding_idx=4).weight[4].any()
 
 
 # -- loss ----------------------------------------------------------------------------------

@@ -41,7 +41,8 @@ EXPORTS = {
                                               max_len=32, tie_embeddings=True, attn_bias=True,
                                               ffn_bias=True),
     "Mixtral": DecoderConfig.mixtral(vocab_size=V, d_model=16, n_heads=4, n_kv_heads=2, n_layers=2,
-                                     max_len=32, ffn_hidden=20, n_experts=4, top_k=2),
+                                     max_len=32, ffn_hidden=20, n_experts=4, top_k=2,
+                                     moe_aux_objective="pooled"),
 }
 
 
