@@ -16,23 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .module import Cache, Module, Parameter, init_normal
-from .validate import check_ids, check_positions
+from .validate import check_ids, check_padding_idx, check_positions  # noqa: F401
 
 
 @dataclass(frozen=True)
 class LookupCache(Cache):
     ids: np.ndarray
-
-
-def check_padding_idx(name, padding_idx, vocab_size):
-    """None, or an integer row of a table with ``vocab_size`` rows: 0 <= padding_idx < vocab_size."""
-    if padding_idx is None:
-        return None
-    if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)) \
-            or not 0 <= padding_idx < vocab_size:
-        raise ValueError(f"{name}: expected None or an integer in [0, {vocab_size}), "
-                         f"got {padding_idx!r}")
-    return int(padding_idx)
 
 
 class Embedding(Module):

@@ -24,7 +24,8 @@ from .kv_cache import KVCache
 from .linear import Linear, linear_backward, linear_forward
 from .module import Cache, ConfigDict, Module
 from .moe import AUX_OBJECTIVES, MoECache, pooled_aux_loss
-from .validate import check_choice, check_key_mask, check_positions, check_token_ids
+from .validate import (check_choice, check_key_mask, check_padding_idx, check_positions,
+                       check_token_ids)
 
 POSITIONS = ("learned", "sinusoidal", "rope", "none")
 
@@ -59,6 +60,7 @@ class DecoderConfig(ConfigDict):
     top_k: int = 2                     # experts per token when n_experts > 0
     moe_aux_weight: float = 0.01       # backward adds the gradient of moe_aux_weight * aux_loss
     moe_aux_objective: str = "per_layer"   # per_layer: sum of each layer's loss | pooled: Mixtral's
+    pad_token_id: int | None = None    # a token row the lookup never updates (torch's padding_idx)
 
     @classmethod
     def gpt2(cls, **overrides):
@@ -85,6 +87,7 @@ class DecoderConfig(ConfigDict):
         self.check_positive("vocab_size", "d_model", "n_heads", "n_layers", "max_len")
         check_choice("positions", self.positions, POSITIONS)
         check_choice("moe_aux_objective", self.moe_aux_objective, AUX_OBJECTIVES)
+        check_padding_idx("pad_token_id", self.pad_token_id, self.vocab_size)
         self.block_config()                  # heads, norm, ffn, window, kernel, experts
 
     def block_config(self):
@@ -165,7 +168,7 @@ class DecoderLM(Module):
         rng = np.random.default_rng(0) if rng is None else rng
         self.config = config
         d, std = config.d_model, config.init_std
-        self.tokens = Embedding(config.vocab_size, d, rng, std, dtype)
+        self.tokens = Embedding(config.vocab_size, d, rng, std, dtype, config.pad_token_id)
         self.positions = position_table(config.positions, config.max_len, d, rng, std, dtype)
         self.embed = Embeddings(self.tokens, self.positions)
         block_config = config.block_config()

@@ -68,6 +68,17 @@ def check_positions(name, positions, max_len):
     return positions
 
 
+def check_padding_idx(name, padding_idx, vocab_size):
+    """None, or an integer row of a table with ``vocab_size`` rows: 0 <= padding_idx < vocab_size."""
+    if padding_idx is None:
+        return None
+    if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)) \
+            or not 0 <= padding_idx < vocab_size:
+        raise ValueError(f"{name}: expected None or an integer in [0, {vocab_size}), "
+                         f"got {padding_idx!r}")
+    return int(padding_idx)
+
+
 def check_key_mask(name, key_mask, shape):
     """None, or a boolean array of exactly ``shape`` ([B, N], True at real tokens)."""
     if key_mask is None:

@@ -97,3 +97,18 @@ def test_old_configs_without_the_field_still_load():
     old = Seq2SeqConfig.bart(vocab_size=11).to_dict()
     del old["pad_token_id"]
     assert Seq2SeqConfig.from_dict(old).pad_token_id is None
+
+
+def test_a_decoder_can_freeze_a_padding_row_and_llama_imports_it():
+    from npformer import DecoderConfig, DecoderLM, cross_entropy
+    from npformer.interop import decoder_config_from_hf, hf_config_from_decoder
+    config = DecoderConfig.llama(vocab_size=11, d_model=8, n_heads=2, pad_token_id=3)
+    model = DecoderLM(config, np.random.default_rng(0), np.float64)
+    ids = np.array([[3, 1, 3, 2, 5]])                      # the padding id read at two positions
+    logits, cache = model.forward(ids)
+    model.backward(cross_entropy(logits, np.array([[1, 2, 5, 4, 0]]))[1], cache)
+    assert np.all(model.tokens.weight.grad[3] == 0) and np.abs(model.tokens.weight.grad[1]).max() > 0
+    exported = hf_config_from_decoder(config)
+    assert exported["pad_token_id"] == 3 and decoder_config_from_hf(exported).pad_token_id == 3
+    with pytest.raises(ValueError, match="pad_token_id=3 cannot be exported as GPT-2"):
+        hf_config_from_decoder(DecoderConfig.gpt2(vocab_size=11, pad_token_id=3))

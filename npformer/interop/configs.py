@@ -125,7 +125,7 @@ def _gpt2_from_hf(hf):
 def _gpt2_to_hf(c, common):
     """DecoderConfig with learned positions -> GPT-2 config.json."""
     _require(c, "GPT-2 (learned positions)", norm="layernorm", attn_bias=True, ffn_bias=True,
-             n_experts=0)
+             n_experts=0, pad_token_id=None)           # GPT-2's token table has no frozen row
     if c.n_kv_heads not in (None, c.n_heads):
         raise ValueError(f"config: n_kv_heads={c.n_kv_heads!r} cannot be exported as GPT-2 "
                          f"(learned positions) (it needs n_kv_heads={c.n_heads!r})")
@@ -169,7 +169,8 @@ def _llama_from_hf(hf):
                   ffn_hidden=hf["intermediate_size"], norm_eps=hf.get("rms_norm_eps", 1e-6),
                   rope_theta=_rope_theta(hf), tie_embeddings=hf.get("tie_word_embeddings", False),
                   attn_bias=hf.get("attention_bias", False), ffn_bias=hf.get("mlp_bias", False),
-                  window=hf.get("sliding_window"), init_std=hf.get("initializer_range", 0.02))
+                  window=hf.get("sliding_window"), init_std=hf.get("initializer_range", 0.02),
+                  pad_token_id=hf.get("pad_token_id"))       # torch freezes that row when set
     if hf["model_type"] == "mixtral":
         config.update(_mixtral_moe_from_hf(hf))
     return DecoderConfig.llama(**config)
@@ -255,7 +256,8 @@ def hf_config_from_decoder(config, dtype=np.float32):
     _require(config, "GPT-2 or Llama", prenorm=True, causal=True, window=None)
     common = dict(vocab_size=config.vocab_size, tie_word_embeddings=config.tie_embeddings,
                   initializer_range=config.init_std, dtype=np.dtype(dtype).name,
-                  bos_token_id=None, eos_token_id=None, pad_token_id=None, use_cache=True)
+                  bos_token_id=None, eos_token_id=None, pad_token_id=config.pad_token_id,
+                  use_cache=True)
     if config.positions == "learned":
         return _gpt2_to_hf(config, common)
     if config.positions == "rope":
