@@ -17,7 +17,8 @@ read only as ids: the text "<eos>" is five ordinary characters.
 from __future__ import annotations
 
 import json
-import os
+
+from .fileio import write_json
 
 SPECIALS = ("<pad>", "<bos>", "<eos>")
 UNK = "<unk>"
@@ -55,10 +56,7 @@ class Tokenizer:
 
     def save(self, path):
         """Write the tokenizer as JSON, atomically (temporary file, then rename)."""
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, ensure_ascii=False)
-        os.replace(tmp, path)
+        write_json(path, self.to_dict())
 
     @staticmethod
     def load(path):
