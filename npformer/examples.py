@@ -60,6 +60,7 @@ class Example:
 
     @property
     def stem(self):
+        """The file name without ``.py``, e.g. ``02_attention_by_hand``."""
         return self.path.stem
 
     def summary(self):

@@ -37,14 +37,17 @@ class Tokenizer:
 
     @property
     def pad_id(self):
+        """The id of <pad>."""
         return self.special_id("<pad>")
 
     @property
     def bos_id(self):
+        """The id of <bos>."""
         return self.special_id("<bos>")
 
     @property
     def eos_id(self):
+        """The id of <eos>."""
         return self.special_id("<eos>")
 
     def _with_specials(self, ids, bos, eos):
@@ -99,6 +102,7 @@ class CharTokenizer(Tokenizer):
 
     @property
     def vocab_size(self):
+        """How many ids there are, special tokens included."""
         return len(self.specials) + len(self.chars)
 
     def special_id(self, token):
@@ -107,6 +111,7 @@ class CharTokenizer(Tokenizer):
 
     @property
     def unk_id(self):
+        """The id of <unk>."""
         return self.special_id(UNK)
 
     def unknown_chars(self, text):
@@ -164,6 +169,7 @@ class ByteTokenizer(Tokenizer):
 
     @property
     def vocab_size(self):
+        """How many ids there are, special tokens included."""
         return 256 + len(self.specials)
 
     def special_id(self, token):

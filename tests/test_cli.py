@@ -192,3 +192,30 @@ def test_demo_answers_heldout_questions(capsys, tmp_path):
     assert re.search(r"layer 0: \^ 耳机有质量问题", out) and "#" in out     # the terminal heat map
     assert {"loss.png", "attention_0.png", "attention_1.png"} <= set(os.listdir(tmp_path))
     assert seconds < 90
+
+
+def test_a_first_layout_checkpoint_generates_and_resumes(capsys, tmp_path):
+    import shutil
+    from pathlib import Path
+    from npformer.checkpoint import load_state
+    old = tmp_path / "old"
+    shutil.copytree(Path(__file__).parent / "data" / "checkpoint_v1_reverse", old)
+    code, out, err = _run(capsys, "generate", str(old), "--prompt", "123>", "--max-new-tokens", "3")
+    assert code == 0 and out.startswith("123> -> ") and err == ""
+    code, out, err = _run(capsys, "train", "--out", str(old), "--resume", "--steps", "5", "--no-progress")
+    assert code == 0 and "resuming" in out and "at step 3 of 5" in out, err
+    state = load_state(old)
+    assert state["step"] == 5 and state["history"]["loss"][:3] == [2.7119064331054688, 2.7238008975982666,
+                                                                  2.7073357105255127]
+    assert sorted(os.listdir(old))[0] == "checkpoint.json" and len(os.listdir(old)) == 2
+
+
+@pytest.mark.slow
+def test_demo_in_english_answers_heldout_questions(capsys):
+    code, out, err = _run(capsys, "demo", "--lang", "en", "--steps", "500", "--no-progress")
+    assert code == 0, err
+    correct, total = map(int, re.search(r"(\d+)/(\d+) exact answers", out).groups())
+    assert correct / total >= 0.95
+    assert "headset is faulty. who pays return post? -> seller pays" in out
+    assert "headset not wanted. who pays return post? -> buyer pays" in out
+    assert "shoes here 12 days. free return? -> no, past 7 days" in out
