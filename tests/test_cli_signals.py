@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
+from npformer import fileio
 from npformer.checkpoint import checkpoint_exists, read_checkpoint
 from npformer.cli import main
 from npformer.data import ExampleSource, encode_examples, reverse_task
@@ -33,12 +34,19 @@ def _arrays(directory):
     return checkpoint.weights, checkpoint.state["history"]["loss"]
 
 
+# The run in the subprocess is the CLI's, each step slowed by 10 ms (the numbers are untouched),
+# so that the signal arrives mid-run however fast this machine computes and saves.
+SLOWED_CLI = [sys.executable, "-c", "import sys, time; import npformer.train as t; step = t.optimizer_step; "
+              "t.optimizer_step = lambda *a: (time.sleep(0.01), step(*a))[1]; "
+              "from npformer.cli import main; sys.exit(main())"]
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_save_and_resume_bit_for_bit(tmp_path, signum):
-    run = ["train", "--data", "reverse", "--steps", "80", "--checkpoint-every", "2"] + TINY
+    run = ["train", "--data", "reverse", "--steps", "80", "--checkpoint-every", "20"] + TINY
     assert main(run + ["--out", str(tmp_path / "whole")]) == 0
     out_dir = tmp_path / "cut"
-    proc = subprocess.Popen(CLI + run + ["--out", str(out_dir)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(SLOWED_CLI + run + ["--out", str(out_dir)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     _wait_for(out_dir / "checkpoint.json", proc)
     proc.send_signal(signum)
@@ -56,8 +64,8 @@ def test_sigterm_and_sighup_save_and_resume_bit_for_bit(tmp_path, signum):
         np.testing.assert_array_equal(weights[name], whole_weights[name])
 
 
-# -- kill -9 while saving -------------------------------------------------------------------
-STEPS = 30
+# -- kill -9 while saving ---------------------------------------------------------------------
+STEPS = 12
 
 
 def _setup():
@@ -77,10 +85,24 @@ def _train(out_dir, checkpoint_every, resume=False, on_step=None):
     return model, result
 
 
+def _fork_training(out_dir):
+    """A child process that trains, saving every step; each file it writes takes 3 ms more,
+    so that most of its time is spent inside saves on any file system. Returns its pid."""
+    with threadpool_limits(limits=1):
+        pid = os.fork()
+    if pid:
+        return pid
+    try:
+        write = fileio.write_bytes
+        fileio.write_bytes = lambda path, data: (write(path, data), time.sleep(0.003))[0]
+        _train(out_dir, checkpoint_every=1)
+    finally:
+        os._exit(0)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_kill_9_at_random_moments_always_leaves_a_whole_checkpoint(tmp_path):
-    reference = {}                                   # step -> weights of the uninterrupted run
-    model_ref = []
+    reference, model_ref = {}, []                    # step -> weights of the uninterrupted run
 
     def remember(step, loss):
         reference[step] = {n: p.data.copy() for n, p in model_ref[0].named_parameters()}
@@ -88,20 +110,17 @@ def test_kill_9_at_random_moments_always_leaves_a_whole_checkpoint(tmp_path):
     model_ref.append(model)
     whole = train(model, source, TrainConfig(steps=STEPS, batch_size=8, lr=1e-2, seed=1), tok,
                   progress=False, on_step=remember)
-    moments = np.random.default_rng(2024).uniform(0.03, 0.7, size=22)
+    began = time.perf_counter()
+    os.waitpid(_fork_training(tmp_path / "timed"), 0)
+    duration = time.perf_counter() - began           # how long the child takes, unharmed
+    moments = np.random.default_rng(2024).uniform(0.05, 0.8, size=20) * duration
     seen_steps, mid_save = set(), 0
     for i, moment in enumerate(moments):
         out_dir = tmp_path / f"run{i}"
-        with threadpool_limits(limits=1):
-            pid = os.fork()
-            if pid == 0:                                 # the child trains and saves every step
-                try:
-                    _train(out_dir, checkpoint_every=1)
-                finally:
-                    os._exit(0)
-            time.sleep(moment)
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+        pid = _fork_training(out_dir)
+        time.sleep(moment)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
         if not checkpoint_exists(out_dir):               # killed before the first save finished
             continue
         mid_save += len(os.listdir(out_dir)) > 2         # a half-written save was left behind
