@@ -1,4 +1,4 @@
-"""``npformer examples``: run the worked examples, the tutorial's hand calculations redone by npformer.
+"""The worked examples: the tutorial's hand calculations redone by npformer, found and run.
 
 The scripts live in the repository's top-level ``worked_examples/`` folder
 (``01_token_vectors.py``, ``02_attention_by_hand.py`` ...), one per section of
@@ -9,7 +9,10 @@ tutorial's figures.
 ``worked_examples/`` is not part of the installed package: a non-editable
 install copies only ``npformer/``. The folder is therefore looked for beside
 the package (a source checkout or an editable install), then in the current
-directory and its parents; ``--dir`` names it explicitly.
+directory and its parents; ``--dir`` names it explicitly. A folder or a name
+that cannot be found raises ``ExampleNotFound`` (a ``LookupError``).
+
+The command ``npformer examples`` (npformer/cli/examples.py) runs them:
 
     npformer examples              run every example
     npformer examples 2            run one, by number ...
@@ -29,6 +32,10 @@ import numpy as np
 FOLDER = "worked_examples"
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _SCRIPT_NAME = re.compile(r"^(\d\d)_(\w+)\.py$")
+
+
+class ExampleNotFound(LookupError):
+    """The worked examples folder, or the example asked for, cannot be found."""
 
 
 # -- the helper the scripts print with ------------------------------------------------
@@ -53,6 +60,7 @@ class Example:
 
     @property
     def stem(self):
+        """The file name without ``.py``, e.g. ``02_attention_by_hand``."""
         return self.path.stem
 
     def summary(self):
@@ -74,12 +82,11 @@ def _has_examples(folder):
 
 def find_examples_dir(explicit=None, cwd=None):
     """The ``worked_examples/`` folder: ``explicit``, else beside the package, else in ``cwd``
-    or one of its parents. Raises ``npformer.cli.UsageError`` (saying where it looked) if absent."""
-    from .cli import UsageError
+    or one of its parents. Raises ``ExampleNotFound`` (saying where it looked) if absent."""
     if explicit is not None:
         folder = Path(explicit)
         if not _has_examples(folder):
-            raise UsageError(f"--dir: expected a folder holding NN_name.py worked examples, "
+            raise ExampleNotFound(f"--dir: expected a folder holding NN_name.py worked examples, "
                              f"got {str(folder)!r}")
         return folder
     cwd = Path.cwd() if cwd is None else Path(cwd)
@@ -87,7 +94,7 @@ def find_examples_dir(explicit=None, cwd=None):
     for folder in candidates:
         if _has_examples(folder):
             return folder
-    raise UsageError(f"the {FOLDER}/ folder was not found beside the installed package "
+    raise ExampleNotFound(f"the {FOLDER}/ folder was not found beside the installed package "
                      f"({_PACKAGE_DIR.parent}) nor in {cwd} or its parents. It is part of the "
                      f"repository, not of the installed package: run from a clone of the "
                      f"repository, or pass --dir PATH")
@@ -106,9 +113,8 @@ def list_examples(folder):
 def select(examples, wanted):
     """The one example ``wanted`` names: a number (``2`` or ``02``) or a fragment of a name.
 
-    Raises ``npformer.cli.UsageError`` when nothing, or more than one example, matches.
+    Raises ``ExampleNotFound`` when nothing, or more than one example, matches.
     """
-    from .cli import UsageError
     wanted = wanted.strip().lower()
     if wanted.isdigit():
         matches = [e for e in examples if e.number == int(wanted)]
@@ -118,10 +124,10 @@ def select(examples, wanted):
         matches = exact or matches
     names = ", ".join(e.stem for e in examples)
     if not matches:
-        raise UsageError(f"no worked example matches {wanted!r}; expected a number or a part "
+        raise ExampleNotFound(f"no worked example matches {wanted!r}; expected a number or a part "
                          f"of one of: {names}")
     if len(matches) > 1:
-        raise UsageError(f"{wanted!r} matches several worked examples "
+        raise ExampleNotFound(f"{wanted!r} matches several worked examples "
                          f"({', '.join(e.stem for e in matches)}); be more specific")
     return matches[0]
 
@@ -129,30 +135,6 @@ def select(examples, wanted):
 def run_example(example, out=print):
     """Import one script and call its ``run(out)``; returns the dict of key numbers."""
     out(f"== {example.stem}: {example.summary()}")
-    values = example.load().run(out=out)
+    values = example.load().run(out)
     out("")
     return values
-
-
-# -- the command ------------------------------------------------------------------------
-def add_arguments(parser):
-    """Options of ``npformer examples``."""
-    parser.add_argument("name", nargs="?", help="one example, by number (2) or name fragment "
-                        "(rope); default: run them all")
-    parser.add_argument("--list", action="store_true", help="list the examples and exit")
-    parser.add_argument("--dir", default=None, help=f"the {FOLDER}/ folder (default: beside "
-                        "the package, else the current directory or a parent)")
-
-
-def run(args):
-    """Run (or list) the worked examples; a bad name or a missing folder is a UsageError."""
-    folder = find_examples_dir(args.dir)
-    examples = list_examples(folder)
-    if args.list:
-        for example in examples:
-            print(f"{example.number:02d}  {example.name:28} {example.summary()}")
-        return 0
-    chosen = examples if args.name is None else [select(examples, args.name)]
-    for example in chosen:
-        run_example(example)
-    return 0

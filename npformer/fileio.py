@@ -1,18 +1,28 @@
-"""Writing files so that a crash never leaves half of one: write aside, then rename.
+"""Files: written so that a crash never leaves half of one, read without pickle.
 
 ``atomic_write(path, write)`` calls ``write(file)`` on a temporary file in the same
 directory, flushes it to disk and renames it over ``path`` (``os.replace`` is atomic
 on one file system). If anything fails, the temporary file is removed and ``path``
-is untouched. Every file npformer writes (checkpoints, Hugging Face exports) goes
-through here; every file it reads is loaded without pickle.
+is untouched. A process killed mid-write can leave a temporary ``.NAME.*.tmp``
+behind: ``is_leftover`` recognises it for clean-up. Every file npformer writes
+(checkpoints, Hugging Face exports) goes through here. The readers load without
+pickle and turn a missing, truncated or foreign file into one clear error line.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
+import zipfile
 
 import numpy as np
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write(path, write, mode="wb"):
@@ -21,6 +31,7 @@ def atomic_write(path, write, mode="wb"):
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".",
                                prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o666 & ~_umask())        # mkstemp makes it private; give it the usual mode
         with os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
             write(f)
             f.flush()
@@ -33,12 +44,78 @@ def atomic_write(path, write, mode="wb"):
     return path
 
 
+def write_bytes(path, data):
+    """Write ``data`` (bytes), atomically."""
+    return atomic_write(path, lambda f: f.write(data))
+
+
+def json_bytes(data, what="data", indent=1):
+    """``data`` as UTF-8 JSON bytes; a TypeError naming ``what`` if it is not JSON-ready."""
+    try:
+        return json.dumps(data, ensure_ascii=False, indent=indent, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{what}: expected a JSON-ready dict (str, int, finite float, list, "
+                        f"dict), got {error}") from None
+
+
+def npz_bytes(arrays):
+    """``{name: array}`` as the bytes of an uncompressed .npz."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
 def write_json(path, data, indent=1):
     """Write ``data`` as UTF-8 JSON, atomically."""
-    return atomic_write(path, lambda f: json.dump(data, f, ensure_ascii=False, indent=indent),
-                        mode="w")
+    return write_bytes(path, json_bytes(data, os.fspath(path), indent))
 
 
 def write_npz(path, arrays):
     """Write ``{name: array}`` as an uncompressed .npz, atomically."""
-    return atomic_write(path, lambda f: np.savez(f, **arrays))
+    return write_bytes(path, npz_bytes(arrays))
+
+
+def sync_directory(path):
+    """Flush a directory's entries (new names, renames) to disk; POSIX only, elsewhere nothing."""
+    if os.name != "posix":
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def is_leftover(entry, names):
+    """True if ``entry`` is a temporary file ``atomic_write`` left behind for one of ``names``."""
+    return entry.endswith(".tmp") and any(entry.startswith(f".{name}.") for name in names)
+
+
+# -- reading ------------------------------------------------------------------------------
+def read_bytes(path, error=ValueError, incomplete="a file is missing"):
+    """The bytes of ``path``; ``error`` (an exception class) naming the file if it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise error(f"{path}: file missing ({incomplete})") from None
+    except OSError as failure:
+        raise error(f"{path}: cannot be read ({failure.strerror})") from None
+
+
+def parse_json(path, data, error=ValueError):
+    """The JSON in ``data`` (bytes read from ``path``), or ``error`` naming the file."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as failure:
+        raise error(f"{path}: not valid JSON, truncated or foreign ({failure})") from None
+
+
+def parse_npz(path, data, error=ValueError):
+    """{name: array} from the .npz in ``data``, loaded with allow_pickle=False, or ``error``."""
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+            return {name: arrays[name] for name in arrays.files}
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as failure:
+        raise error(f"{path}: not a readable .npz file, truncated or foreign "
+                    f"({type(failure).__name__}: {failure})") from None

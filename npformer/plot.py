@@ -3,8 +3,11 @@
 attention heat maps.
 
 The terminal map needs nothing: each character of the question is printed with
-a block from light to dark below it, darker where the chosen position looked
-more.
+a mark below it, darker where the chosen position looked more. Every character
+gets a slot as wide as the widest one (2 cells as soon as there is a Chinese
+character, by its East Asian width), and the marks are plain ASCII, which every
+terminal draws one cell wide; block characters such as U+2593 are "ambiguous"
+and take two cells in many CJK terminals, which would shift the marks.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import unicodedata
 
 import numpy as np
 
-SHADES = " ░▒▓█"
+SHADES = " .:=#"          # light to dark, one cell wide everywhere
 INSTALL_HINT = "pip install 'npformer[plot]' (or: pip install matplotlib)"
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
              "WenQuanYi Micro Hei", "SimHei", "Microsoft YaHei", "PingFang SC", "Heiti SC",
@@ -30,26 +33,31 @@ def char_width(char):
     return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
 
 
+def text_width(text):
+    """Terminal cells a string takes."""
+    return sum(char_width(c) for c in text)
+
+
 def shade(weight):
-    """A block character for a weight in [0, 1] (0 -> blank, 1 -> full block)."""
+    """A mark for a weight in [0, 1] (0 -> blank, 1 -> "#")."""
     level = int(round(float(np.clip(weight, 0, 1)) * (len(SHADES) - 1)))
     return SHADES[level]
 
 
 def text_heatmap(chars, weights, label=""):
-    """Two lines: the characters, and under each a block as dark as its weight.
+    """Two lines: the characters, and under each a mark as dark as its weight.
 
-    ``weights`` [len(chars)] are scaled by their maximum, so the darkest block
-    marks the most-read character. ``label`` is printed before both lines.
+    ``weights`` [len(chars)] are scaled by their maximum, so the darkest mark
+    sits under the most-read character. ``label`` is printed before both lines.
     """
     weights = np.asarray(weights, dtype=np.float64)
     if len(weights) != len(chars):
         raise ValueError(f"weights: expected {len(chars)} values (one per character), got {len(weights)}")
     scaled = weights / weights.max() if weights.max() > 0 else weights
-    pad = " " * sum(char_width(c) for c in label)
-    top = label + "".join(chars)
-    bottom = pad + "".join(shade(w) * char_width(c) for c, w in zip(chars, scaled))
-    return top + "\n" + bottom
+    slot = max(char_width(c) for c in chars) if len(chars) else 1
+    top = label + "".join(c + " " * (slot - char_width(c)) for c in chars)
+    bottom = " " * text_width(label) + "".join(shade(w) * slot for w in scaled)
+    return top.rstrip() + "\n" + bottom.rstrip()
 
 
 # -- PNG files (matplotlib) -----------------------------------------------------------------
@@ -77,7 +85,7 @@ def plot_loss(history, path, title="training loss"):
     loss = np.asarray(history.loss, dtype=np.float64)
     steps = np.arange(1, len(loss) + 1)
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(steps, loss, lw=0.8, alpha=0.5, label="loss per step")
+    ax.plot(steps, loss, lw=0.8, alpha=0.5, label="training loss of each step's batch")
     window = max(1, len(loss) // 50)
     if window > 1:
         smooth = np.convolve(loss, np.ones(window) / window, mode="valid")
@@ -87,8 +95,8 @@ def plot_loss(history, path, title="training loss"):
         ax.plot([e["step"] for e in evals], [e["heldout_loss"] for e in evals], "o-",
                 label="held-out loss")
     ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy (nats per answer token)")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("cross-entropy per predicted token (nats, log scale)")
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
@@ -97,40 +105,57 @@ def plot_loss(history, path, title="training loss"):
     return path
 
 
-def plot_attention(chars, weights, path, title="attention"):
+def _drawable(text, font):
+    """True if the default font (or ``font``) has glyphs for every character of ``text``."""
+    return font is not None or all(ord(c) < 0x2E80 for c in text)
+
+
+def plot_attention(chars, weights, path, question="", what="attention, mean over heads"):
     """Heat maps of attention ``weights`` [layers, N, N] (mean over heads) over ``chars``.
 
-    Without a font that has Chinese glyphs the axes are labelled by position.
+    The axes are labelled with the characters and the title names ``question``; without
+    a font that has their glyphs (Chinese needs a CJK font) the axes are numbered by
+    position and the title says so. The question is also stored in the PNG's metadata.
     """
     plt = require_matplotlib()
     weights = np.asarray(weights, dtype=np.float64)
     font = _cjk_font()
-    labels = list(chars) if font or all(ord(c) < 0x2E80 for c in chars) else \
+    drawable = _drawable("".join(chars) + question, font)
+    labels = [c if c.isprintable() else repr(c)[1:-1] for c in chars] if drawable else \
         [str(i) for i in range(len(chars))]
     n_layers = len(weights)
-    fig, axes = plt.subplots(1, n_layers, figsize=(4.2 * n_layers + 0.8, 4.4), squeeze=False)
+    fig, axes = plt.subplots(1, n_layers, figsize=(4.2 * n_layers + 0.8, 4.6), squeeze=False)
+    kw = {"fontfamily": font} if font else {}
     for layer, ax in enumerate(axes[0]):
         image = ax.imshow(weights[layer], cmap="Blues", vmin=0, vmax=1)
         ax.set_xticks(range(len(labels)))
         ax.set_yticks(range(len(labels)))
-        kw = {"fontfamily": font} if font else {}
         ax.set_xticklabels(labels, fontsize=7, **kw)
         ax.set_yticklabels(labels, fontsize=7, **kw)
-        ax.set_xlabel("key (read)")
-        ax.set_ylabel("query (reading)")
-        ax.set_title(f"layer {layer}, mean over heads", fontsize=9)
-    fig.colorbar(image, ax=list(axes[0]), shrink=0.8)
-    fig.suptitle(title if font else title + " (axes: positions; no CJK font installed)", fontsize=9)
-    fig.savefig(path, dpi=120)
+        ax.set_xlabel("key: the position read")
+        ax.set_ylabel("query: the position reading")
+        ax.set_title(f"layer {layer}", fontsize=9)
+    fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label="attention weight")
+    if drawable:
+        heading = f"{what}\n{question}" if question else what
+    else:
+        heading = (f"{what}\nno CJK font found: positions numbered 0-{len(chars) - 1}; "
+                   f"the question is printed in the terminal and stored in this PNG's metadata")
+    fig.suptitle(heading, fontsize=9, **kw)
+    fig.savefig(path, dpi=120, metadata={"Description": question or what})
     plt.close(fig)
     return path
 
 
 def plot_all(directory, history, attention_maps=()):
-    """Write loss.png and attention_{i}.png into ``directory``; returns the paths."""
+    """Write loss.png and attention_{i}.png into ``directory``; returns the paths.
+
+    ``attention_maps``: (chars, weights [layers, N, N], question) for each picture.
+    """
     require_matplotlib()
     os.makedirs(directory, exist_ok=True)
     paths = [plot_loss(history, os.path.join(directory, "loss.png"))]
-    for i, (chars, weights, title) in enumerate(attention_maps):
-        paths.append(plot_attention(chars, weights, os.path.join(directory, f"attention_{i}.png"), title))
+    for i, (chars, weights, question) in enumerate(attention_maps):
+        paths.append(plot_attention(chars, weights, os.path.join(directory, f"attention_{i}.png"),
+                                    question))
     return paths

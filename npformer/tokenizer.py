@@ -17,7 +17,8 @@ read only as ids: the text "<eos>" is five ordinary characters.
 from __future__ import annotations
 
 import json
-import os
+
+from .fileio import write_json
 
 SPECIALS = ("<pad>", "<bos>", "<eos>")
 UNK = "<unk>"
@@ -36,14 +37,17 @@ class Tokenizer:
 
     @property
     def pad_id(self):
+        """The id of <pad>."""
         return self.special_id("<pad>")
 
     @property
     def bos_id(self):
+        """The id of <bos>."""
         return self.special_id("<bos>")
 
     @property
     def eos_id(self):
+        """The id of <eos>."""
         return self.special_id("<eos>")
 
     def _with_specials(self, ids, bos, eos):
@@ -55,10 +59,7 @@ class Tokenizer:
 
     def save(self, path):
         """Write the tokenizer as JSON, atomically (temporary file, then rename)."""
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, ensure_ascii=False)
-        os.replace(tmp, path)
+        write_json(path, self.to_dict())
 
     @staticmethod
     def load(path):
@@ -101,6 +102,7 @@ class CharTokenizer(Tokenizer):
 
     @property
     def vocab_size(self):
+        """How many ids there are, special tokens included."""
         return len(self.specials) + len(self.chars)
 
     def special_id(self, token):
@@ -109,6 +111,7 @@ class CharTokenizer(Tokenizer):
 
     @property
     def unk_id(self):
+        """The id of <unk>."""
         return self.special_id(UNK)
 
     def unknown_chars(self, text):
@@ -166,6 +169,7 @@ class ByteTokenizer(Tokenizer):
 
     @property
     def vocab_size(self):
+        """How many ids there are, special tokens included."""
         return 256 + len(self.specials)
 
     def special_id(self, token):

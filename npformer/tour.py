@@ -128,19 +128,3 @@ def tour(n_heads=2, causal=True, seed=7, out=print):
     out("next-token candidates of the last position (random weights, no meaning yet): " +
         ", ".join(f"id {i} p={probs[i]:.4f}" for i in top))
     return logits, cache
-
-
-def add_arguments(parser):
-    """Options of ``npformer tour``."""
-    parser.add_argument("--heads", type=int, default=2, help="attention heads (width stays 8)")
-    parser.add_argument("--no-mask", action="store_true", help="remove the causal mask")
-    parser.add_argument("--seed", type=int, default=7)
-
-
-def run(args):
-    """Run ``npformer tour``; exit code."""
-    from .cli import UsageError
-    if args.heads < 1 or 8 % args.heads:
-        raise UsageError(f"--heads: width 8 must be divisible by the number of heads, got {args.heads}")
-    tour(args.heads, not args.no_mask, args.seed)
-    return 0

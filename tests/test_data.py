@@ -71,3 +71,32 @@ def test_encode_examples_layout():
     for ids, start, e in zip(encoded.ids, encoded.starts, examples):
         assert ids[0] == tok.bos_id and ids[-1] == tok.eos_id
         assert tok.decode(ids[1:start]) == e.prompt and tok.decode(ids[start:]) == e.answer
+
+
+# -- the English after-sales set: the same five rules ---------------------------------------------
+def test_english_rules_follow_the_deciding_words():
+    rules = {
+        "shipping": lambda p: "seller pays" if any(w in p for w in ("faulty", "broken", "colour", "lacks"))
+        else "buyer pays",
+        "refund": lambda p: "instantly" if any(w in p for w in ("balance", "wallet")) else
+        "1-3 workdays" if any(w in p for w in ("paypal", "alipay")) else "3-7 workdays",
+        "cancel": lambda p: "cancel now" if any(w in p for w in ("not shipped", "packing")) else
+        "refuse parcel" if any(w in p for w in ("shipped", "on the way")) else "file a return",
+        "days": lambda p: "yes, free return" if int(re.search(r"\d+", p).group()) <= 7 else "no, past 7 days",
+        "warranty": lambda p: "free repair" if any(w in p for w in ("normal use", "old age", "flaw"))
+        else "not covered",
+    }
+    examples = aftersales_examples("en")
+    assert {e.task for e in examples} == set(rules) and len(examples) == len(aftersales_examples())
+    for e in examples:
+        assert e.answer == rules[e.task](e.prompt), e.prompt
+
+
+def test_english_split_holds_out_new_combinations_of_known_words():
+    split = aftersales(lang="en")
+    combo = lambda e: (e.task, e.slots[0], e.slots[1])          # noqa: E731
+    train_combos = {combo(e) for e in split.train}
+    assert split.heldout and not {combo(e) for e in split.heldout} & train_combos
+    train_chars = set("".join(e.prompt + e.answer for e in split.train))
+    assert set("".join(e.prompt + e.answer for e in split.heldout)) <= train_chars
+    assert all(ord(c) < 128 for e in split.train for c in e.prompt + e.answer)

@@ -148,3 +148,63 @@ def test_bad_sampling_options():
         next_token_probs(np.zeros((1, 3)), top_k=0)
     with pytest.raises(TypeError, match="rng"):
         choose_next(np.zeros((1, 3)), temperature=1.0)
+
+
+# -- each step's logits, and the length limit ----------------------------------------------------
+def _full_forward_logits(model, prompt, new_ids):
+    """Written out without the KV cache or padding: one forward over prompt + ids so far per step."""
+    rows = []
+    for t in range(len(new_ids)):
+        seq = np.array([list(prompt) + list(new_ids[:t])])
+        rows.append(model(seq)[0, -1])
+    return np.array(rows).reshape(len(new_ids), model.config.vocab_size)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_returned_logits_equal_a_full_forward_per_step(kind, use_cache):
+    model = _model(kind).astype(np.float64)
+    result = generate(model, PROMPTS, 6, pad_id=0, use_cache=use_cache, return_logits=True)
+    assert result.ids == generate(model, PROMPTS, 6, pad_id=0)           # same ids as the default
+    for prompt, ids, logits in zip(PROMPTS, result.ids, result.logits):
+        assert logits.shape == (len(ids), model.config.vocab_size)
+        np.testing.assert_allclose(logits, _full_forward_logits(model, prompt, ids), rtol=1e-10, atol=1e-12)
+        np.testing.assert_array_equal(ids, logits.argmax(axis=-1))      # greedy: the argmax
+    for logp, logits in zip(result.log_probs(), result.logits):
+        np.testing.assert_allclose(np.exp(logp).sum(axis=-1), 1.0, rtol=1e-12)
+        np.testing.assert_allclose(logp - logits, (logp - logits)[:, :1] * np.ones_like(logp), atol=1e-12)
+
+
+def test_sampled_logits_are_before_temperature_and_eos_cuts_them():
+    model = _model("gpt2", seed=3).astype(np.float64)
+    free = generate(model, PROMPTS, 10, pad_id=0)
+    eos = free[0][3]
+    result = generate(model, PROMPTS, 10, eos_id=eos, pad_id=0, temperature=0.7, top_k=5,
+                      rng=np.random.default_rng(2), return_logits=True)
+    assert sum(len(ids) for ids in result.ids) > 3
+    for prompt, ids, logits in zip(PROMPTS, result.ids, result.logits):
+        assert eos not in ids and len(logits) == len(ids)
+        np.testing.assert_allclose(logits, _full_forward_logits(model, prompt, ids), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_no_model_runs_past_max_len_and_each_row_has_its_own_room(kind):
+    model = _model(kind)                                 # max_len 24
+    long, short = [1] * 20, [2] * 3
+    result = generate(model, [long, short], 30, pad_id=0, return_logits=True)
+    assert [len(ids) for ids in result.ids] == [24 - 20, 24 - 3]   # prompt + new ids fill 24 exactly
+    assert result.hit_max_len == [True, True]
+    assert generate(model, [short], 30, pad_id=0) == [result.ids[1]]   # as if it ran alone
+    result = generate(model, [long], 4, pad_id=0, return_logits=True)
+    assert len(result.ids[0]) == 4 and result.hit_max_len == [False]   # asked for exactly the room
+    with pytest.raises(ValueError, match="max_len"):
+        generate(model, [short, [1] * 24], 5, pad_id=0)
+
+
+@pytest.mark.parametrize("options, pattern", [
+    (dict(temperature=float("nan")), "temperature"), (dict(temperature=-1.0), "temperature"),
+    (dict(temperature=float("inf")), "temperature"), (dict(top_k=5), "top_k, top_p"),
+    (dict(top_p=0.9), "top_k, top_p"), (dict(temperature=1.0, top_k=0), "top_k")])
+def test_sampling_options_are_checked(options, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        generate(_model("gpt2"), PROMPTS, 3, pad_id=0, rng=np.random.default_rng(0), **options)

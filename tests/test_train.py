@@ -74,20 +74,55 @@ def test_same_seed_same_numbers_bit_for_bit():
     assert ra.history.loss[-1] < ra.history.loss[0]
 
 
-def test_resume_after_ctrl_c_repeats_the_uninterrupted_curve(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_saves_and_resume_repeats_the_uninterrupted_curve(tmp_path, signum):
     whole, r_whole = _run(tmp_path / "whole")
 
-    def press_ctrl_c(step, loss):
+    def send_signal(step, loss):
         if step == 5:
-            os.kill(os.getpid(), signal.SIGINT)      # handled: stop after this step, save
-    _, r_cut = _run(tmp_path / "cut", on_step=press_ctrl_c)
-    assert r_cut.interrupted and r_cut.step == 5
+            os.kill(os.getpid(), signum)        # handled: stop after this step, save
+    _, r_cut = _run(tmp_path / "cut", on_step=send_signal)
+    assert r_cut.interrupted and r_cut.step == 5 and r_cut.signal == signum
     assert load_state(tmp_path / "cut")["step"] == 5
     resumed, r_res = _run(tmp_path / "cut", resume=True)
-    assert r_res.step == 12 and not r_res.interrupted
+    assert r_res.step == 12 and not r_res.interrupted and r_res.signal is None
     assert r_res.history.loss == r_whole.history.loss
     for p, q in zip(whole.parameters(), resumed.parameters()):
         np.testing.assert_array_equal(p.data, q.data)
+
+
+def test_a_second_signal_during_a_save_waits_for_the_save(tmp_path, monkeypatch):
+    import npformer.train as train_module
+    real_save = train_module.save_checkpoint
+
+    def save_with_ctrl_c(directory, model, tokenizer, optimizer, state):
+        os.kill(os.getpid(), signal.SIGINT)     # the first asks to stop, the second arrives mid-save
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_save(directory, model, tokenizer, optimizer, state)
+    monkeypatch.setattr(train_module, "save_checkpoint", save_with_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path, steps=12, checkpoint_every=4)
+    monkeypatch.undo()
+    assert load_state(tmp_path)["step"] == 4    # the save finished before the stop took effect
+
+
+def test_extending_a_finished_run_keeps_its_schedule(tmp_path):
+    _, first = _run(tmp_path / "ext", steps=8)
+    source, tok = _source()
+    model = DecoderLM(DecoderConfig.gpt2(vocab_size=tok.vocab_size, d_model=16, n_heads=2,
+                                         n_layers=1, max_len=source.max_len), np.random.default_rng(0))
+    saved = TrainConfig(steps=8, batch_size=8, lr=1e-2, seed=3)
+    with pytest.raises(ValueError, match="steps"):
+        train(model, source, TrainConfig(steps=14, batch_size=8, lr=1e-2, seed=3), tok,
+              out_dir=tmp_path / "ext", resume=True, progress=False)
+    extended = train(model, source, saved.extended(14), tok, out_dir=tmp_path / "ext", resume=True,
+                     progress=False)
+    straight, r_straight = _run(tmp_path / "straight", steps=14, decay_steps=8)
+    assert extended.history.loss == r_straight.history.loss
+    for p, q in zip(straight.parameters(), model.parameters()):
+        np.testing.assert_array_equal(p.data, q.data)
+    assert extended.history.lr[:8] == first.history.lr              # the first 8 steps unchanged
+    assert extended.history.lr[8:] == [pytest.approx(1e-3)] * 6     # then min_lr = lr / 10
 
 
 def test_resume_with_other_settings_is_refused(tmp_path):

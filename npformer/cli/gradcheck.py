@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import CASES, missing_cases
-from .gradcheck import gradcheck
+from ..checks import CASES, missing_cases
+from ..gradcheck import gradcheck
+from .common import positive_number
 
 
 def run_all(sizes=(0, 1, 2), tol=1e-6, out=print):
@@ -28,13 +29,14 @@ def run_all(sizes=(0, 1, 2), tol=1e-6, out=print):
 
 def add_arguments(parser):
     """Options of ``npformer gradcheck``."""
-    parser.add_argument("--tol", type=float, default=1e-6, help="largest relative error allowed")
+    parser.add_argument("--tol", type=positive_number, default=1e-6,
+                        help="largest relative error allowed, a finite number > 0 (default 1e-6)")
 
 
 def run(args):
     """Run ``npformer gradcheck``; 1 if any component fails."""
     worst = run_all(tol=args.tol)
-    failed = [n for n, e in worst.items() if e > args.tol] + missing_cases()
+    failed = [n for n, e in worst.items() if not e <= args.tol] + missing_cases()
     print(f"{len(worst) - len(failed)} of {len(worst)} components within {args.tol:.0e}"
           if not failed else f"FAILED: {', '.join(failed)}")
     return 1 if failed else 0

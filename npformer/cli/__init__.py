@@ -1,0 +1,124 @@
+"""The ``npformer`` command: one module per sub-command, listed in ``COMMANDS``.
+
+Each command module has ``add_arguments(parser)`` and ``run(args) -> exit code``;
+``main`` turns every way a command can end into an exit code (``EXIT_CODES``).
+Errors are one line on stderr, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from typing import NamedTuple
+
+from . import demo, examples, generate, gradcheck, tour, train
+from .common import UsageError, silence_stdout
+
+__all__ = ["COMMANDS", "UsageError", "main"]
+
+EXIT_CODES = """exit codes:
+  0     done
+  1     a failure while working: a full disk, too little memory, a diverged run
+  2     a problem with the input (an option, a file, a checkpoint)
+  130   Ctrl-C; 143 SIGTERM; 129 SIGHUP (128 + the signal's number); train and demo
+        first finish the step and save a checkpoint
+  141   the reader of the output went away (npformer ... | head)
+errors are one line on stderr; NPFORMER_DEBUG=1 shows the traceback of an unexpected one"""
+
+
+class Command(NamedTuple):
+    """One sub-command: its module (``add_arguments``, ``run``) and a one-line help."""
+
+    module: object
+    help: str
+
+
+COMMANDS = {
+    "tour": Command(tour, "walk the tutorial's tiny decoder: every stage's shape and its attention"),
+    "gradcheck": Command(gradcheck, "check every component's backward by finite differences"),
+    "examples": Command(examples, "run the worked examples of the tutorial (all, or one by name)"),
+    "demo": Command(demo, "train a small decoder on the built-in after-sales data and answer"),
+    "train": Command(train, "train a decoder on built-in data or a UTF-8 text file"),
+    "generate": Command(generate, "generate text from a checkpoint"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line (no usage block) and no exit from inside."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP outside training: end quietly."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _parser():
+    parser = _Parser(prog="npformer", description="A Transformer in NumPy, every backward "
+                     "written by hand and checked.", epilog=EXIT_CODES,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        command.module.add_arguments(sub.add_parser(name, help=command.help, description=command.help))
+    return parser
+
+
+def _raise_stopped(signum, frame):
+    raise _Stopped(signum)
+
+
+def main(argv=None):
+    """Parse ``argv`` (default: the command line) and run one sub-command; returns the exit code."""
+    try:
+        args = _parser().parse_args(argv)
+    except UsageError as error:
+        print(error, file=sys.stderr)
+        return 2
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        number = getattr(signal, name, None)
+        try:
+            previous[number] = signal.signal(number, _raise_stopped)
+        except (TypeError, ValueError):       # no such signal here, or not the main thread
+            continue
+    try:
+        return _run(args, f"npformer {args.command}")
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            silence_stdout()
+
+
+def _run(args, name):
+    def fail(message, code):
+        print(f"{name}: {message}", file=sys.stderr)
+        return code
+    try:
+        return COMMANDS[args.command].module.run(args) or 0
+    except UsageError as error:
+        return fail(f"error: {error}", 2)
+    except KeyboardInterrupt:
+        return fail("interrupted", 128 + signal.SIGINT)
+    except _Stopped as stop:
+        return fail(f"stopped by {signal.Signals(stop.signum).name}", 128 + stop.signum)
+    except BrokenPipeError:
+        silence_stdout()
+        return 128 + 13                        # as if killed by SIGPIPE, like other tools
+    except MemoryError:
+        return fail("error: not enough memory (choose smaller sizes)", 1)
+    except Exception as error:                 # noqa: BLE001 - one line, never a traceback
+        if os.environ.get("NPFORMER_DEBUG"):
+            raise
+        if isinstance(error, (OSError, RuntimeError)):
+            return fail(f"error: {error}", 1)
+        return fail(f"error: {type(error).__name__}: {error} (NPFORMER_DEBUG=1 shows the "
+                    f"traceback)", 1)

@@ -1,0 +1,115 @@
+"""The data a run trains on, from the spec saved in its checkpoint: a built-in set
+(``aftersales``, ``aftersales-en``, ``reverse``, ``add``) or a UTF-8 text file."""
+from __future__ import annotations
+
+import hashlib
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from ..data import (ExampleSource, TextSource, addition_task, aftersales, aftersales_corpus,
+                    encode_examples, reverse_task)
+from ..tokenizer import CharTokenizer
+from ..train import answer_accuracy, evaluate_loss
+from .common import UsageError
+
+BUILTIN = ("aftersales", "aftersales-en", "reverse", "add")
+
+
+class Prepared(NamedTuple):
+    """Everything a run needs from its data."""
+
+    source: object                 # ExampleSource or TextSource
+    tokenizer: CharTokenizer
+    evaluate: Callable             # model -> {"heldout_loss": ..., ...}
+    heldout: list | None           # held-out Examples (built-in sets only)
+    probe: str                     # a prompt whose attention the plots show
+    bos: bool                      # prompts start with <bos> (built-in sets) or not (text)
+
+
+def read_text_file(path):
+    """(text, SHA-256 of its bytes) of a UTF-8 text file, or a UsageError naming the problem."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise UsageError(f"--text: file {path} does not exist") from None
+    except IsADirectoryError:
+        raise UsageError(f"--text: {path} is a directory, expected a UTF-8 text file") from None
+    except OSError as error:
+        raise UsageError(f"--text: cannot read {path} ({error.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UsageError(f"--text: {path} is not UTF-8 text (byte 0x{raw[error.start]:02x} at "
+                         f"offset {error.start})") from None
+    if not text.strip():
+        raise UsageError(f"--text: {path} is empty")
+    return text, hashlib.sha256(raw).hexdigest()
+
+
+def text_spec(path, seq_len):
+    """The data spec of a ``--text`` run (the file's hash lets a resume notice a change)."""
+    _, digest = read_text_file(path)
+    return {"data": "text", "path": path, "seq_len": seq_len, "sha256": digest}
+
+
+def builtin(name, tokenizer=None):
+    """(train examples, held-out examples, tokenizer) of a built-in data set."""
+    if name == "aftersales":
+        split, corpus = aftersales(), aftersales_corpus()
+    elif name == "aftersales-en":
+        split, corpus = aftersales(lang="en"), aftersales_corpus("en")
+    elif name == "reverse":
+        split, corpus = reverse_task(), "0123456789>"
+    else:
+        split, corpus = addition_task(), "0123456789+="
+    return split.train, split.heldout, tokenizer or CharTokenizer.from_corpus(corpus)
+
+
+def prepare(spec, tokenizer=None, checkpoint_dir=None):
+    """The ``Prepared`` data of a spec; ``tokenizer``: the one a resumed checkpoint holds."""
+    if spec.get("data") == "text":
+        return _prepare_text(spec, tokenizer, checkpoint_dir)
+    if spec.get("data") not in BUILTIN:
+        raise UsageError(f"--data: expected one of {BUILTIN}, got {spec.get('data')!r}")
+    train_set, heldout, tokenizer = builtin(spec["data"], tokenizer)
+    source = ExampleSource(encode_examples(tokenizer, train_set), tokenizer.pad_id)
+    held_source = ExampleSource(encode_examples(tokenizer, heldout), tokenizer.pad_id)
+
+    def evaluate(model):
+        accuracy, _ = answer_accuracy(model, tokenizer, heldout)
+        return {"heldout_loss": evaluate_loss(model, held_source.batches(256)),
+                "heldout_accuracy": accuracy}
+    return Prepared(source, tokenizer, evaluate, heldout, heldout[0].prompt, True)
+
+
+def _prepare_text(spec, tokenizer, checkpoint_dir):
+    path = spec["path"]
+    text, digest = read_text_file(path)
+    if spec.get("sha256") not in (None, digest):
+        raise UsageError(f"--text: {path} has changed since the checkpoint in {checkpoint_dir} "
+                         f"was saved (its SHA-256 differs); restore it or start a new run")
+    tokenizer = tokenizer or CharTokenizer.from_corpus(text)
+    missing = tokenizer.unknown_chars(text)
+    if missing:
+        raise UsageError(f"--text: {path} has characters the checkpoint's tokenizer "
+                         f"cannot encode: {''.join(missing[:10])!r}")
+    ids = tokenizer.encode(text)
+    if len(ids) < 2:
+        raise UsageError(f"--text: {path} is too short to train on (one character)")
+    cut = max(1, int(len(ids) * 0.95)) if len(ids) > 40 else len(ids)
+    if spec["seq_len"] > cut - 1:
+        raise UsageError(f"--seq-len: {spec['seq_len']} is longer than the text allows: {path} "
+                         f"has {len(ids)} characters, {cut} of them for training; use "
+                         f"--seq-len {max(cut - 1, 1)} or less")
+    source = TextSource(ids[:cut], spec["seq_len"])
+    held = TextSource(ids[cut - 1:], spec["seq_len"]) if len(ids) - cut > 2 else None
+
+    def evaluate(model):
+        if held is None:
+            return {}
+        batch = held.sample(np.random.default_rng(0), 16)
+        return {"heldout_loss": evaluate_loss(model, [batch])}
+    probe = text[cut - 1:][:min(spec["seq_len"], 24)] if held is not None else text[:min(spec["seq_len"], 24)]
+    return Prepared(source, tokenizer, evaluate, None, probe, False)

@@ -1,0 +1,32 @@
+"""``npformer examples``: run the worked examples (all, or one by number or name); see
+npformer/examples.py for where they are looked for."""
+from __future__ import annotations
+
+from ..examples import FOLDER, ExampleNotFound, find_examples_dir, list_examples, run_example, select
+from .common import UsageError
+
+
+def add_arguments(parser):
+    """Options of ``npformer examples``."""
+    parser.add_argument("name", nargs="?", help="one example, by number (2) or name fragment "
+                        "(rope); default: run them all")
+    parser.add_argument("--list", action="store_true",
+                        help="list the examples (or the one named) instead of running them")
+    parser.add_argument("--dir", default=None, help=f"the {FOLDER}/ folder (default: beside "
+                        "the package, else the current directory or a parent)")
+
+
+def run(args):
+    """Run (or list) the worked examples; a bad name or a missing folder is a UsageError."""
+    try:
+        examples = list_examples(find_examples_dir(args.dir))
+        chosen = examples if args.name is None else [select(examples, args.name)]
+    except ExampleNotFound as error:
+        raise UsageError(str(error)) from None
+    if args.list:
+        for example in chosen:
+            print(f"{example.number:02d}  {example.name:28} {example.summary()}")
+        return 0
+    for example in chosen:
+        run_example(example)
+    return 0

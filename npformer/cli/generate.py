@@ -1,0 +1,81 @@
+"""``npformer generate``: continue prompts from a checkpoint, greedy or sampled.
+
+Greedy by default. ``--temperature T`` samples; ``--top-k``/``--top-p`` alone imply
+sampling at temperature 1 (they only mean something when sampling), and with an
+explicit ``--temperature 0`` they are refused. Generation never runs past the
+model's ``max_len`` positions; when it stops there, a note on stderr says so.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ..checkpoint import CheckpointError, load_checkpoint
+from ..generate import generate
+from .common import UsageError, positive_int, probability, seed, temperature
+
+
+def add_arguments(parser):
+    """Options of ``npformer generate``."""
+    parser.add_argument("checkpoint", help="checkpoint directory written by npformer train/demo")
+    parser.add_argument("--prompt", action="append", required=True,
+                        help="text to continue (repeat for a batch)")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=32,
+                        help="at most this many new tokens (default 32; fewer if the model's "
+                             "max_len is reached first)")
+    parser.add_argument("--temperature", type=temperature, default=None,
+                        help="0: greedy (the default); > 0: sample from softmax(logits / T)")
+    parser.add_argument("--top-k", type=positive_int, default=None,
+                        help="sample among the k most likely tokens (implies --temperature 1 "
+                             "if none is given)")
+    parser.add_argument("--top-p", type=probability, default=None,
+                        help="sample among the most likely tokens reaching probability p "
+                             "(implies --temperature 1 if none is given)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the sampling, >= 0 (default 0)")
+    parser.add_argument("--no-cache", action="store_true", help="recompute everything each step")
+
+
+def sampling_temperature(args):
+    """The temperature to use: the one given, else 1 with --top-k/--top-p, else 0 (greedy)."""
+    shaping = args.top_k is not None or args.top_p is not None
+    if args.temperature is None:
+        return 1.0 if shaping else 0.0
+    if args.temperature == 0 and shaping:
+        raise UsageError("--top-k/--top-p: they shape sampling, but --temperature 0 is greedy; "
+                         "drop --temperature 0 (sampling at temperature 1) or give one above 0")
+    return args.temperature
+
+
+def run(args):
+    """Run ``npformer generate``; exit code."""
+    t = sampling_temperature(args)
+    try:
+        model, tokenizer, state = load_checkpoint(args.checkpoint)
+    except CheckpointError as error:
+        raise UsageError(str(error)) from None
+    with_bos = state.get("data_spec", {}).get("data") != "text"
+    prompts = []
+    for text in args.prompt:
+        if not text:
+            raise UsageError("--prompt: expected a non-empty prompt")
+        try:
+            prompts.append(tokenizer.encode(text, bos=with_bos))
+        except ValueError as error:
+            raise UsageError(f"--prompt: {error}") from None
+    longest = max(len(p) for p in prompts)
+    if longest >= model.config.max_len:
+        raise UsageError(f"--prompt: {longest} tokens leave no room in the model's "
+                         f"{model.config.max_len} positions")
+    result = generate(model, prompts, args.max_new_tokens, eos_id=tokenizer.eos_id,
+                      pad_id=tokenizer.pad_id, temperature=t, top_k=args.top_k, top_p=args.top_p,
+                      rng=np.random.default_rng(args.seed), use_cache=not args.no_cache,
+                      return_logits=True)
+    for text, ids in zip(args.prompt, result.ids):
+        print(f"{text} -> {tokenizer.decode(ids)}" if with_bos else f"{text}{tokenizer.decode(ids)}")
+    stopped = sum(result.hit_max_len)
+    if stopped:
+        print(f"npformer generate: note: {stopped} of {len(prompts)} continuations stopped at the "
+              f"model's limit of {model.config.max_len} positions ({longest} taken by the longest "
+              f"prompt), before --max-new-tokens {args.max_new_tokens}", file=sys.stderr)
+    return 0

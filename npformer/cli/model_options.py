@@ -1,0 +1,132 @@
+"""The options of ``demo`` and ``train`` that shape the model and the run, the model
+config they give, and a memory estimate made before anything is allocated."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import DecoderConfig
+from .common import UsageError, count, positive_int, positive_number, seed
+
+# name -> the value used when neither the user nor a resumed checkpoint gives one
+MODEL_DEFAULTS = {"arch": "gpt2", "d_model": 64, "layers": 2, "heads": 4, "vocab_size": None,
+                  "max_len": None}
+
+
+def add_model_arguments(parser):
+    """--arch, --d-model, --layers, --heads, --vocab-size, --max-len (defaults filled in later:
+    a resumed run takes the checkpoint's)."""
+    group = parser.add_argument_group("model (a resumed run keeps its own)")
+    group.add_argument("--arch", choices=("gpt2", "llama"), default=None,
+                       help="gpt2: learned positions, LayerNorm, GELU, tied head; "
+                            "llama: RoPE, RMSNorm, SwiGLU (default gpt2)")
+    group.add_argument("--d-model", type=positive_int, default=None, help="width d (default 64)")
+    group.add_argument("--layers", type=positive_int, default=None, help="blocks (default 2)")
+    group.add_argument("--heads", type=positive_int, default=None, help="attention heads (default 4)")
+    group.add_argument("--vocab-size", type=positive_int, default=None,
+                       help="model vocabulary (default: exactly the tokenizer's)")
+    group.add_argument("--max-len", type=positive_int, default=None,
+                       help="position table length (default: the longest training sequence)")
+
+
+def add_run_arguments(parser, steps, lr, batch_size, resumable):
+    """--steps, --lr, --batch-size, --seed, --threads, --plot, --no-progress.
+
+    With ``resumable`` the defaults are left as None, to tell a flag the user gave
+    from one they did not (a resumed run refuses changed settings by name).
+    """
+    group = parser.add_argument_group("training")
+    group.add_argument("--steps", type=positive_int, default=None if resumable else steps,
+                       help=f"optimizer steps (default {steps})")
+    group.add_argument("--lr", type=positive_number, default=None if resumable else lr,
+                       help=f"peak learning rate (default {lr})")
+    group.add_argument("--batch-size", type=positive_int, default=None if resumable else batch_size,
+                       help=f"sequences per step (default {batch_size})")
+    group.add_argument("--seed", type=seed, default=None if resumable else 0,
+                       help="seed of the weights and batches, >= 0 (default 0)")
+    group.add_argument("--threads", type=count, default=1,
+                       help="BLAS threads, at most the cores there are (default 1, fastest on a "
+                            "shared 2-core machine; 0: unchanged)")
+    group.add_argument("--plot", metavar="DIR", default=None,
+                       help="write loss.png and attention_*.png there (needs matplotlib)")
+    group.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def model_config(args, vocab_size, max_len):
+    """The DecoderConfig the options ask for, checked against the data's needs."""
+    if args.vocab_size is not None and args.vocab_size < vocab_size:
+        raise UsageError(f"--vocab-size: the model's vocabulary of {args.vocab_size} is too small "
+                         f"for the data's {vocab_size} tokens (its characters plus 4 specials)")
+    if args.max_len is not None and args.max_len < max_len:
+        raise UsageError(f"--max-len: {args.max_len} positions are too few for sequences of "
+                         f"{max_len} tokens")
+    maker = DecoderConfig.llama if args.arch == "llama" else DecoderConfig.gpt2
+    try:
+        return maker(vocab_size=args.vocab_size or vocab_size, d_model=args.d_model,
+                     n_heads=args.heads, n_layers=args.layers, max_len=args.max_len or max_len)
+    except ValueError as error:
+        if args.d_model % args.heads:
+            raise UsageError(f"--heads: the width --d-model {args.d_model} must be divisible by "
+                             f"the number of heads, got {args.heads}") from None
+        raise UsageError(str(error)) from None
+
+
+# -- memory ------------------------------------------------------------------------------------
+def parameter_count(config):
+    """How many numbers the model described by ``config`` holds (counted, not allocated)."""
+    d, H, D = config.d_model, config.n_heads, config.head_dim
+    kv = config.n_kv_heads or H
+    hidden = config.ffn_hidden or 4 * d
+    ffn = (3 if config.ffn == "swiglu" else 2) * d * hidden
+    if config.n_experts:
+        ffn = config.n_experts * (ffn + d)
+    per_layer = d * (H + 2 * kv) * D + H * D * d + ffn + 4 * d
+    positions = config.max_len * d if config.positions == "learned" else 0
+    head = 0 if config.tie_embeddings else config.vocab_size * d
+    return config.n_layers * per_layer + config.vocab_size * d + positions + head + 2 * d
+
+
+def training_bytes(config, batch_size, seq_len, dtype=np.float32):
+    """About how much memory training takes: weights, gradients and AdamW's two buffers,
+    plus what a forward keeps for the backward (the caches) and the logits."""
+    size = np.dtype(dtype).itemsize
+    hidden = config.ffn_hidden or 4 * config.d_model
+    tokens = batch_size * seq_len
+    per_token = config.n_layers * (16 * config.d_model + 3 * hidden + 2 * config.n_heads * seq_len)
+    return size * (4 * parameter_count(config) + tokens * (per_token + 3 * config.vocab_size))
+
+
+def available_bytes():
+    """Memory this process can still take (MemAvailable, or a container's limit), or None."""
+    found = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit, used in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                        ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                         "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit) as a, open(used) as b:
+                found.append(int(a.read().strip()) - int(b.read().strip()))
+        except (OSError, ValueError):
+            continue
+    return min(found) if found else None
+
+
+def check_memory(config, batch_size, seq_len, available=None):
+    """A UsageError when training this model would need more memory than there is."""
+    available = available_bytes() if available is None else available
+    need = training_bytes(config, batch_size, seq_len)
+    if available is not None and need > available:
+        raise UsageError(f"--d-model/--layers/--vocab-size/--batch-size: the model "
+                         f"({parameter_count(config):,} parameters) and its training need about "
+                         f"{_gigabytes(need)} of memory, but {_gigabytes(available)} are free; "
+                         f"choose smaller sizes")
+
+
+def _gigabytes(n):
+    return f"{n / 2 ** 30:,.1f} GiB" if n >= 2 ** 28 else f"{n / 2 ** 20:,.0f} MiB"
+

@@ -1,0 +1,92 @@
+"""``npformer train``: the training loop on built-in data (after-sales in Chinese or
+English, reverse, add) or a UTF-8 text file (char-level), with checkpoints, resume,
+and a clean stop on Ctrl-C, SIGTERM or SIGHUP."""
+from __future__ import annotations
+
+import signal
+
+import numpy as np
+
+from ..checkpoint import CheckpointError
+from ..model import DecoderLM
+from ..train import limit_blas_threads, train
+from .common import (UsageError, cap_threads, check_output_dir, check_plot_dir, count,
+                     positive_int, say)
+from .datasets import BUILTIN
+from .model_options import add_model_arguments, add_run_arguments, check_memory
+from .pictures import prompt_attention, write_plots
+from .resume import new_run, resumed_run
+
+
+def add_arguments(parser):
+    """Options of ``npformer train``; the settings flags default to None so that a resumed
+    run can tell which ones the user gave."""
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--data", choices=BUILTIN, default=None,
+                        help="built-in data: aftersales (default; Chinese), aftersales-en "
+                             "(English), reverse (digit strings), add (sums)")
+    source.add_argument("--text", metavar="FILE", default=None,
+                        help="train a char-level model on this UTF-8 text file instead")
+    parser.add_argument("--out", metavar="DIR", default="npformer-run",
+                        help="checkpoint directory (default ./npformer-run)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run saved in --out with its own settings; "
+                             "--steps N (more than before) extends it at the final learning rate")
+    parser.add_argument("--force", action="store_true",
+                        help="start a new run in --out even if it holds a checkpoint (replaced at "
+                             "the first save)")
+    parser.add_argument("--seq-len", type=positive_int, default=None,
+                        help="window length for --text (default 64)")
+    parser.add_argument("--micro-batches", type=positive_int, default=None,
+                        help="split each batch into N micro-batches, gradients accumulated (default 1)")
+    parser.add_argument("--eval-every", type=count, default=None,
+                        help="evaluate every N steps (default 0: at the end)")
+    parser.add_argument("--checkpoint-every", type=count, default=None,
+                        help="save every N steps (default 0: at the end, and when stopped)")
+    add_model_arguments(parser)
+    add_run_arguments(parser, 1000, 3e-3, 32, resumable=True)
+
+
+def run(args):
+    """Train (or resume); 0 when done, 128 + the signal's number when stopped by one."""
+    check_output_dir("--out", args.out)
+    check_plot_dir(args.plot)
+    threads = cap_threads("train", args.threads)
+    try:
+        plan = resumed_run(args) if args.resume else new_run(args)
+    except CheckpointError as error:
+        raise UsageError(str(error)) from None
+    if plan.start >= plan.settings.steps:
+        say(f"the run in {args.out} is complete at step {plan.start} of {plan.settings.steps}; "
+            f"give --steps N (more) to extend it")
+        return 0
+    check_memory(plan.config, plan.settings.batch_size, plan.data.source.max_len)
+    model = DecoderLM(plan.config, np.random.default_rng(plan.settings.seed), plan.dtype)
+    _describe(args, plan, model)
+    with limit_blas_threads(threads):
+        result = train(model, plan.data.source, plan.settings, plan.data.tokenizer,
+                       out_dir=args.out, resume=args.resume, evaluate=plan.data.evaluate,
+                       progress=not args.no_progress, extra_state={"data_spec": plan.spec}, log=say)
+    if result.interrupted:
+        name = signal.Signals(result.signal).name if result.signal else "a signal"
+        say(f"stopped by {name} at step {result.step} of {plan.settings.steps}: checkpoint saved "
+            f"to {args.out}; continue with: npformer train --out {args.out} --resume")
+        return 128 + (result.signal or signal.SIGINT)
+    history = result.history
+    last = history.evals[-1] if history.evals else {}
+    say(f"trained {result.step} steps: loss {history.loss[-1]:.4g}" +
+        "".join(f", {k} {v:.4g}" for k, v in last.items() if k != "step") +
+        f"; checkpoint in {args.out}")
+    if args.plot:
+        chars, _, maps = prompt_attention(model, plan.data.tokenizer, plan.data.probe, plan.data.bos)
+        write_plots(args.plot, history, [(chars, maps, plan.data.probe)])
+    return 0
+
+
+def _describe(args, plan, model):
+    spec, config = plan.spec, plan.config
+    if args.resume:
+        say(f"resuming {args.out} at step {plan.start} of {plan.settings.steps}")
+    say(f"data: {spec['data']}" + (f" ({spec['path']})" if spec["data"] == "text" else "") +
+        f"; vocabulary {plan.data.tokenizer.vocab_size}; model {model.num_parameters():,} "
+        f"parameters (d={config.d_model}, {config.n_heads} heads, {config.n_layers} layers)")

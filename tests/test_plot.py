@@ -1,0 +1,49 @@
+"""The terminal attention map lines up in any terminal; the PNGs say what they show."""
+import unicodedata
+
+import numpy as np
+import pytest
+
+from npformer.plot import text_heatmap
+
+RAMP = " .:=#"                # light to dark
+
+
+def _width(text):
+    """Terminal cells of ``text`` by the Unicode East Asian Width table: W and F take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+@pytest.mark.parametrize("prompt", ["^耳机有质量问题，退货运费谁出？", "^鞋子收到12天了，还能无理由退吗？",
+                                    "^headset is faulty. who pays?", "31415>"])
+def test_each_mark_sits_under_its_character(prompt):
+    weights = np.random.default_rng(0).random(len(prompt))
+    label = "  layer 0: "
+    top, bottom = text_heatmap(list(prompt), weights, label=label).split("\n")
+    # the marks are plain ASCII, one cell wide whatever width a terminal gives "ambiguous" characters
+    assert all(ord(c) < 128 for c in bottom)
+    bottom = bottom.ljust(_width(top))
+    position = len(label)
+    for i, char in enumerate(prompt):
+        while top[position] != char:                     # padding between characters (no spaces
+            assert top[position] == " "                  # in the prompts that need padding)
+            position += 1
+        start = _width(top[:position])                   # the first cell of this character
+        under = bottom[start:start + _width(char)]       # the cells right below it
+        darkest = RAMP[int(round(weights[i] / weights.max() * 4))]
+        assert under == darkest * _width(char), (i, char, under)
+        position += 1
+
+
+def test_the_most_read_character_gets_the_darkest_mark():
+    top, bottom = text_heatmap(list("退货运费"), [0.1, 0.7, 0.1, 0.1]).split("\n")
+    assert bottom.index("##") == 2                        # under 货, which starts at cell 2
+
+
+def test_attention_png_stores_the_question(tmp_path):
+    pytest.importorskip("matplotlib")
+    from PIL import Image
+    from npformer.plot import plot_attention
+    weights = np.random.default_rng(0).dirichlet(np.ones(4), size=(2, 4))
+    path = plot_attention(list("^退货？"), weights, tmp_path / "a.png", question="退货？")
+    assert Image.open(path).info["Description"] == "退货？"
