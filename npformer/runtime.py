@@ -1,5 +1,5 @@
 """What a training run needs from the process around it: stop signals, a progress bar,
-and a limit on BLAS threads.
+and how many cores the computation uses.
 
 ``StopSignals`` turns Ctrl-C (SIGINT), SIGTERM (sent by ``kill``, ``timeout`` and job
 schedulers) and SIGHUP (a closed terminal) into a polite request: the loop finishes
@@ -12,18 +12,22 @@ import signal
 
 from threadpoolctl import threadpool_limits
 
+from .fast.parallel import on_cores
+
 
 @contextlib.contextmanager
 def limit_blas_threads(n):
-    """Limit BLAS to ``n`` threads (0: leave as configured).
+    """Compute on ``n`` cores (0: leave everything as configured).
 
-    These matrices are small: on 2 cores one thread is about as fast as two on
-    a quiet machine, and several times faster when other processes compete.
+    BLAS runs one thread per call, and the fast track splits its work (matrix products,
+    elementwise kernels, the optimizer) into ``n`` row blocks run at once
+    (``npformer.fast.use_cores``). With n = 1 everything runs on the calling thread:
+    on a machine that other processes share, often the fastest.
     """
     if not n:
         yield
         return
-    with threadpool_limits(limits=n, user_api="blas"):
+    with threadpool_limits(limits=1, user_api="blas"), on_cores(n):
         yield
 
 

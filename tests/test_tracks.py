@@ -39,7 +39,7 @@ def assert_same(plain, fast, dtype, what, floor=0.0):
 
 
 def term_scale(*arrays):
-    """A hundredth of the size of the terms a result is summed from: (input scale)^2 / 100.
+    """A tenth of the size of the terms a result is summed from: (input scale)^2 / 10.
 
     A gradient much smaller than that (a row with one readable key, a saturated softmax,
     a key bias that cannot change any softmax) is what is left of nearly equal terms
@@ -48,7 +48,7 @@ def term_scale(*arrays):
     """
     scale = max([1.0] + [float(np.abs(a).max(initial=0)) for a in arrays
                          if isinstance(a, np.ndarray) and np.issubdtype(a.dtype, np.floating)])
-    return scale ** 2 / 100
+    return scale ** 2 / 10
 
 
 # -- one case per pair: (pair name, builder(rng, dtype, scale) -> (inputs, options)) ------
@@ -257,7 +257,7 @@ def test_a_model_trains_identically_on_both_tracks(recipe, dtype, cores):
     assert_same(logits, fast_logits, dtype, "logits")
     assert_same(loss, fast_loss, dtype, "loss")
     floor = term_scale(*grads.values())
-    noise = 1000 * np.finfo(dtype).eps * 100 * floor          # rounding noise of a zero gradient
+    noise = 1000 * np.finfo(dtype).eps * 10 * floor           # rounding noise of a zero gradient
     for name in grads:
         assert_same(grads[name], fast_grads[name], dtype, f"gradient of {name}", floor)
         # Adam divides by sqrt(v): a gradient entry that is only rounding noise (the key bias

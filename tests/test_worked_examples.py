@@ -21,6 +21,8 @@ import pytest
 
 from npformer import cli, examples
 from npformer.cli import UsageError
+from npformer.cli import examples as examples_command
+from npformer.examples import ExampleNotFound
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDER = REPO / "worked_examples"
@@ -422,9 +424,9 @@ def test_cli_unknown_or_ambiguous_name_is_a_usage_error(capsys):
     assert cli.main(["examples", "no-such-example"]) == 2
     assert "no worked example matches" in capsys.readouterr().err
     with pytest.raises(UsageError, match="several"):
-        examples.run(Namespace(name="_", list=False, dir=None))
+        examples_command.run(Namespace(name="_", list=False, dir=None))
     with pytest.raises(UsageError, match="no worked example"):
-        examples.run(Namespace(name="99", list=False, dir=None))
+        examples_command.run(Namespace(name="99", list=False, dir=None))
 
 
 @pytest.mark.slow
@@ -441,10 +443,10 @@ def test_folder_found_from_the_current_directory_when_the_package_is_elsewhere(m
     # What a non-editable install looks like: the package in site-packages, no worked_examples/ beside it.
     monkeypatch.setattr(examples, "_PACKAGE_DIR", tmp_path / "site-packages" / "npformer")
     assert examples.find_examples_dir(cwd=REPO / "tests") == FOLDER          # found in a parent
-    with pytest.raises(UsageError, match="--dir"):
+    with pytest.raises(ExampleNotFound, match="--dir"):
         examples.find_examples_dir(cwd=tmp_path)
     assert examples.find_examples_dir(explicit=FOLDER) == FOLDER
-    with pytest.raises(UsageError, match="--dir"):
+    with pytest.raises(ExampleNotFound, match="--dir"):
         examples.find_examples_dir(explicit=tmp_path)
 
 

@@ -13,6 +13,7 @@ from ..checkpoint import checkpoint_exists
 from ..data import CONTRASTS, TEMPLATES
 from ..generate import generate_text
 from ..model import DecoderConfig, DecoderLM
+from ..fast import keep_freed_memory
 from ..train import TrainConfig, answer_accuracy, limit_blas_threads, train
 from .common import UsageError, cap_threads, check_output_dir, check_plot_dir, say
 from .datasets import prepare
@@ -43,6 +44,7 @@ def run(args):
                          f"directory or add --force to replace it")
     check_plot_dir(args.plot)
     threads = cap_threads("demo", args.threads)
+    keep_freed_memory()                    # this process only trains: reuse freed arrays
     began = time.perf_counter()
     data = prepare({"data": DATA[args.lang]})
     model = _describe(data, args.seed)

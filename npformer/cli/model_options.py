@@ -44,8 +44,9 @@ def add_run_arguments(parser, steps, lr, batch_size, resumable):
     group.add_argument("--seed", type=seed, default=None if resumable else 0,
                        help="seed of the weights and batches, >= 0 (default 0)")
     group.add_argument("--threads", type=count, default=1,
-                       help="BLAS threads, at most the cores there are (default 1, fastest on a "
-                            "shared 2-core machine; 0: unchanged)")
+                       help="cores to compute on, at most the cores there are: the fast track "
+                            "splits its work over them, BLAS runs one thread per call (default 1, "
+                            "fastest on a shared machine; 0: leave BLAS as configured)")
     group.add_argument("--plot", metavar="DIR", default=None,
                        help="write loss.png and attention_*.png there (needs matplotlib)")
     group.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..checkpoint import CheckpointError
 from ..model import DecoderLM
+from ..fast import keep_freed_memory
 from ..train import limit_blas_threads, train
 from .common import (UsageError, cap_threads, check_output_dir, check_plot_dir, count,
                      positive_int, say)
@@ -63,6 +64,7 @@ def run(args):
     check_memory(plan.config, plan.settings.batch_size, plan.data.source.max_len)
     model = DecoderLM(plan.config, np.random.default_rng(plan.settings.seed), plan.dtype)
     _describe(args, plan, model)
+    keep_freed_memory()                    # this process only trains: reuse freed arrays
     with limit_blas_threads(threads):
         result = train(model, plan.data.source, plan.settings, plan.data.tokenizer,
                        out_dir=args.out, resume=args.resume, evaluate=plan.data.evaluate,
