@@ -17,6 +17,8 @@ COMMANDS = {
     "demo": ("npformer.cli_train", "demo_", "train a small decoder on the built-in after-sales data and answer"),
     "train": ("npformer.cli_train", "train_", "train a decoder on built-in data or a UTF-8 text file"),
     "generate": ("npformer.cli_train", "generate_", "generate text from a checkpoint"),
+    "exercises": ("npformer.cli_exercises", "exercises_", "write a workspace of exercises: the plain-track files to fill in"),
+    "grade": ("npformer.cli_exercises", "grade_", "grade a workspace: not started, failing (and why) or done, per exercise"),
 }
 
 

@@ -1,0 +1,86 @@
+"""``npformer exercises`` hands out a workspace; ``npformer grade`` grades it.
+
+    npformer exercises DIR [--start NAME | --only NAMES] [--forward] [--no-hints] [--solutions]
+    npformer exercises --list
+    npformer grade DIR [EXERCISE ...] [--timeout SECONDS]
+
+``grade`` exits 0 when every graded exercise is done, 1 while one is not, 2 on a usage
+error (DIR is not a workspace, an unknown exercise).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from .cli import UsageError
+from .exercises import EXERCISES, WorkspaceError, available, grade, write_workspace
+
+
+def _names(text):
+    return [name for name in (text or "").replace(",", " ").split() if name]
+
+
+def exercises_add_arguments(parser):
+    """Options of ``npformer exercises``."""
+    parser.add_argument("directory", nargs="?", metavar="DIR",
+                        help="the workspace to write (must not exist, or be empty)")
+    parser.add_argument("--start", metavar="NAME", help="begin at this exercise (name or number)")
+    parser.add_argument("--only", metavar="NAMES", help="just these exercises (comma-separated)")
+    parser.add_argument("--forward", action="store_true", help="forward bodies to write too")
+    parser.add_argument("--no-hints", action="store_true",
+                        help="leave the backward formulas out of the docstrings and comments")
+    parser.add_argument("--solutions", action="store_true",
+                        help="an answer key: the library's bodies instead of stubs (grades all done)")
+    parser.add_argument("--list", action="store_true", help="list the exercises and exit")
+
+
+def list_exercises(forward=False, out=print):
+    """Print every exercise: number, name, what it builds, where it is written."""
+    offered = available(forward)
+    for e in EXERCISES:
+        where = ", ".join(e.files(forward)) or ("-" if e in offered else "(with --forward)")
+        out(f"{e.label:16} {e.title:58} {where}")
+
+
+def exercises_run(args):
+    """Run ``npformer exercises``."""
+    if args.list:
+        list_exercises(args.forward)
+        return 0
+    if args.directory is None:
+        raise UsageError("DIR: expected the directory of the workspace to write (or --list)")
+    try:
+        workspace = write_workspace(args.directory, args.start, _names(args.only), args.forward,
+                                    not args.no_hints, args.solutions)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    except OSError as error:
+        print(f"npformer exercises: error: cannot write {args.directory} ({error.strerror})", file=sys.stderr)
+        return 1
+    shown = os.path.relpath(workspace.directory)
+    print(f"wrote {len(workspace.files)} files for {len(workspace.exercises)} exercises to {shown}; "
+          f"read {os.path.join(shown, 'README.md')}, then grade with: npformer grade {shown}")
+    return 0
+
+
+def grade_add_arguments(parser):
+    """Options of ``npformer grade``."""
+    parser.add_argument("directory", metavar="DIR", help="a workspace written by `npformer exercises`")
+    parser.add_argument("exercises", nargs="*", metavar="EXERCISE",
+                        help="grade only these exercises (names or numbers); default: all")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds one exercise may run before it is stopped (default 120)")
+
+
+def grade_run(args):
+    """Run ``npformer grade``; 0 when every graded exercise is done, 1 otherwise."""
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout: expected a positive number of seconds, got {args.timeout}")
+    try:
+        outcomes = grade(args.directory, args.exercises, args.timeout)
+    except (WorkspaceError, ValueError) as error:
+        raise UsageError(str(error)) from None
+    except OSError as error:
+        print(f"npformer grade: error: {error}", file=sys.stderr)
+        return 1
+    return 0 if all(o.done for o in outcomes) else 1
