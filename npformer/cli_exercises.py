@@ -13,7 +13,7 @@ import os
 import sys
 
 from .cli import UsageError
-from .exercises import EXERCISES, WorkspaceError, available, grade, write_workspace
+from .exercises import EXERCISES, available, grade, write_workspace
 
 
 def _names(text):
@@ -55,7 +55,7 @@ def exercises_run(args):
     except ValueError as error:
         raise UsageError(str(error)) from None
     except OSError as error:
-        print(f"npformer exercises: error: cannot write {args.directory} ({error.strerror})", file=sys.stderr)
+        print(f"npformer exercises: error: cannot write {args.directory} ({error.strerror or error})", file=sys.stderr)
         return 1
     shown = os.path.relpath(workspace.directory)
     print(f"wrote {len(workspace.files)} files for {len(workspace.exercises)} exercises to {shown}; "
@@ -74,12 +74,10 @@ def grade_add_arguments(parser):
 
 def grade_run(args):
     """Run ``npformer grade``; 0 when every graded exercise is done, 1 otherwise."""
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout: expected a positive number of seconds, got {args.timeout}")
     try:
         outcomes = grade(args.directory, args.exercises, args.timeout)
-    except (WorkspaceError, ValueError) as error:
-        raise UsageError(str(error)) from None
+    except ValueError as error:              # WorkspaceError too: not a workspace, unknown exercise
+        raise UsageError(str(error).replace("timeout:", "--timeout:")) from None
     except OSError as error:
         print(f"npformer grade: error: {error}", file=sys.stderr)
         return 1

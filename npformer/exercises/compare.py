@@ -79,8 +79,8 @@ class Problem:
         out, cache = self.forward()
         if is_module(self.target):
             self.target.zero_grad()
-        for _ in range(repeat):
-            returned = _pair(self.target)[1](G, cache)
+        for _ in range(repeat):                      # a fresh G each time: backward may not keep it intact
+            returned = _pair(self.target)[1](np.array(G, dtype=np.float64), cache)
         returned = returned if isinstance(returned, tuple) else (returned,)
         grads = {}
         for i, (name, x) in enumerate(zip(self.names, self.inputs)):

@@ -134,23 +134,40 @@ def build_overlay(root, learner):
         shutil.copyfile(learner.workspace.path(name), os.path.join(package, name))
 
 
-def run_exercise(root, exercise, files, timeout):
-    """(result dict or None, exit code or "timeout", captured output) of one runner process."""
+def shown_paths(text, root, files, directory):
+    """``text`` with the grading copy's paths replaced: the learner's files by their workspace
+    paths, the library's by ``npformer/...``."""
+    package = os.path.join(root, LEARNER) + os.sep
+    for name in files:
+        text = text.replace(package + name, os.path.join(directory, name))
+    return text.replace(package, "npformer" + os.sep)
+
+
+def _tail(path, limit=16384):
+    """The last ``limit`` bytes of a file, as text (a learner may print a lot)."""
+    with open(path, "rb") as f:
+        f.seek(max(0, os.path.getsize(path) - limit))
+        return f.read().decode("utf-8", errors="replace")
+
+
+def run_exercise(root, exercise, files, timeout, directory):
+    """(result dict or None, exit code or "timeout", the end of its output) of one runner process."""
     result_path = os.path.join(root, f"{exercise.name}.json")
+    log_path = os.path.join(root, f"{exercise.name}.log")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.path.dirname(library_dir())]),
            "NPFORMER_TRACK": "plain", "PYTHONIOENCODING": "utf-8"}
     command = [sys.executable, "-m", "npformer.exercises.runner", root, exercise.name,
                ",".join(files), result_path]
-    process = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, errors="replace",
-                               start_new_session=True)
-    try:
-        output, _ = process.communicate(timeout=timeout)
-        code = process.returncode
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)           # the runner and anything it started
-        output, _ = process.communicate()
-        code = "timeout"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)       # the runner and anything it started
+            process.wait()
+            code = "timeout"
+    output = shown_paths(_tail(log_path), root, files, directory)
     result = None
     if os.path.exists(result_path):
         with open(result_path, encoding="utf-8") as f:
@@ -173,6 +190,8 @@ def choose(workspace, names):
 def grade(directory, names=(), timeout=120.0, out=print):
     """Grade the workspace in ``directory`` (all its exercises, or ``names``); print each
     report and a progress table through ``out``; return the list of ``Outcome``."""
+    if not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
     workspace = load_workspace(directory)
     selected = choose(workspace, names)
     if workspace.version != __version__:
@@ -187,8 +206,8 @@ def grade(directory, names=(), timeout=120.0, out=print):
                 if not overlaid:
                     build_overlay(root, learner)
                     overlaid = True
-                status, lines = describe_run(exercise, *run_exercise(root, exercise, workspace.files,
-                                                                     timeout), timeout)
+                ran = run_exercise(root, exercise, workspace.files, timeout, workspace.directory)
+                status, lines = describe_run(exercise, *ran, timeout)
                 outcome = Outcome(exercise, status, lines)
             outcomes.append(outcome)
             out(format_outcome(outcome))
