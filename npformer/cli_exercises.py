@@ -58,7 +58,9 @@ def exercises_run(args):
         print(f"npformer exercises: error: cannot write {args.directory} ({error.strerror or error})", file=sys.stderr)
         return 1
     shown = os.path.relpath(workspace.directory)
-    print(f"wrote {len(workspace.files)} files for {len(workspace.exercises)} exercises to {shown}; "
+    shown = workspace.directory if shown.startswith("..") else shown
+    files, exercises = len(workspace.files), len(workspace.exercises)
+    print(f"wrote {files} file{'s' * (files != 1)} for {exercises} exercise{'s' * (exercises != 1)} to {shown}; "
           f"read {os.path.join(shown, 'README.md')}, then grade with: npformer grade {shown}")
     return 0
 

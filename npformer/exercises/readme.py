@@ -43,7 +43,8 @@ Each function to write raises `NotImplementedError("exercise NN (...)")` until y
 it; its docstring gives the shapes. Work in the order of the table: an exercise runs the
 code of those it builds on. The files here are copies of npformer's own files with those
 bodies taken out; everything else (`module.py`, `validate.py`, the files not here) is the
-library's, in `{library}`.
+library's, in `{library}`. Only the files listed below are graded: keep
+your code in them, with the names and signatures they have.
 
 Grade everything, or one exercise by name or number:
 
