@@ -12,7 +12,7 @@ import signal
 import sys
 from typing import NamedTuple
 
-from . import demo, examples, generate, gradcheck, tour, train
+from . import demo, examples, exercises, generate, grade, gradcheck, tour, train
 from .common import UsageError, silence_stdout
 
 __all__ = ["COMMANDS", "UsageError", "main"]
@@ -41,6 +41,8 @@ COMMANDS = {
     "demo": Command(demo, "train a small decoder on the built-in after-sales data and answer"),
     "train": Command(train, "train a decoder on built-in data or a UTF-8 text file"),
     "generate": Command(generate, "generate text from a checkpoint"),
+    "exercises": Command(exercises, "write a workspace of exercises: the plain-track files to fill in"),
+    "grade": Command(grade, "grade a workspace: not started, failing (and why) or done, per exercise"),
 }
 
 

@@ -1,0 +1,63 @@
+"""``npformer exercises``: hand out a workspace of exercises cut from the plain track.
+
+    npformer exercises DIR [--start NAME | --only NAMES] [--forward] [--no-hints] [--solutions]
+    npformer exercises --list
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..exercises import EXERCISES, available, write_workspace
+from .common import UsageError
+
+
+def names(text):
+    return [name for name in (text or "").replace(",", " ").split() if name]
+
+
+def add_arguments(parser):
+    """Options of ``npformer exercises``."""
+    parser.add_argument("directory", nargs="?", metavar="DIR",
+                        help="the workspace to write (must not exist, or be empty)")
+    parser.add_argument("--start", metavar="NAME", help="begin at this exercise (name or number)")
+    parser.add_argument("--only", metavar="NAMES", help="just these exercises (comma-separated)")
+    parser.add_argument("--forward", action="store_true", help="forward bodies to write too")
+    parser.add_argument("--no-hints", action="store_true",
+                        help="leave the backward formulas out of the docstrings and comments")
+    parser.add_argument("--solutions", action="store_true",
+                        help="an answer key: the library's bodies instead of stubs (grades all done)")
+    parser.add_argument("--list", action="store_true", help="list the exercises and exit")
+
+
+def list_exercises(forward=False, out=print):
+    """Print every exercise: number, name, what it builds, where it is written."""
+    offered = available(forward)
+    for e in EXERCISES:
+        where = ", ".join(e.files(forward)) or ("-" if e in offered else "(with --forward)")
+        out(f"{e.label:16} {e.title:58} {where}")
+
+
+def run(args):
+    """Run ``npformer exercises``."""
+    if args.list:
+        list_exercises(args.forward)
+        return 0
+    if args.directory is None:
+        raise UsageError("DIR: expected the directory of the workspace to write (or --list)")
+    try:
+        workspace = write_workspace(args.directory, args.start, names(args.only), args.forward,
+                                    not args.no_hints, args.solutions)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    except OSError as error:
+        print(f"npformer exercises: error: cannot write {args.directory} ({error.strerror or error})", file=sys.stderr)
+        return 1
+    shown = os.path.relpath(workspace.directory)
+    shown = workspace.directory if shown.startswith("..") else shown
+    files, exercises = len(workspace.files), len(workspace.exercises)
+    print(f"wrote {files} file{'s' * (files != 1)} for {exercises} exercise{'s' * (exercises != 1)} to {shown}; "
+          f"read {os.path.join(shown, 'README.md')}, then grade with: npformer grade {shown}")
+    return 0
+
+

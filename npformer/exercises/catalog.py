@@ -1,0 +1,196 @@
+"""The exercises, in the order the tutorial teaches them.
+
+Each exercise names the function bodies a learner writes (``"file.py:qualname"``): its
+backward bodies by default, its forward bodies too with ``--forward``. ``builds_on``
+lists the exercises whose code it runs; ``checks`` the gradient-check cases
+(``npformer.checks.CASES``) and sizes it is graded on. Its property claims live in
+``npformer.exercises.claims``. Numbers are fixed: an exercise keeps its number in every
+workspace, even when some are left out.
+
+The tutorial: part 1 is "Transformer 怎样处理一句话：从 Attention 到完整计算过程"
+(sections by title), part 2 "Transformer 到底在算什么？一文看懂 Attention" (sections 一 to 十六).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: what to write, where, what it builds on and how it is graded."""
+
+    number: int
+    name: str
+    title: str                  # what the learner builds, in a few words
+    section: str                # where the tutorial explains it
+    backward: tuple = ()        # "file.py:qualname" bodies stubbed by default
+    forward: tuple = ()         # bodies stubbed only with --forward
+    builds_on: tuple = ()       # names of the exercises whose code it runs
+    checks: tuple = ()          # (case name, sizes) pairs of npformer.checks.CASES
+
+    @property
+    def label(self):
+        """"05 attention": how reports name it."""
+        return f"{self.number:02d} {self.name}"
+
+    def functions(self, forward=False):
+        """The "file.py:qualname" bodies a workspace asks for (backward, plus forward if asked)."""
+        return self.backward + (self.forward if forward else ())
+
+    def files(self, forward=False):
+        """The workspace files holding this exercise's bodies, in order of first mention."""
+        return tuple(dict.fromkeys(spec.split(":")[0] for spec in self.functions(forward)))
+
+
+PART1 = "tutorial part 1"
+PART2 = "tutorial part 2"
+
+EXERCISES = (
+    Exercise(1, "softmax", "softmax",
+             f"{PART1} 手算一次 Attention; {PART2} §六 Attention 的计算过程",
+             backward=("functional.py:softmax_backward",),
+             forward=("functional.py:softmax_forward",),
+             checks=(("softmax", (0, 1, 2)),)),
+    Exercise(2, "activations", "ReLU, GELU, tanh-GELU and SiLU",
+             f"{PART1} Attention 后面为什么还需要 FFN; {PART2} §十 MLP 在做什么",
+             backward=("functional.py:relu_backward", "functional.py:gelu_backward",
+                       "functional.py:gelu_tanh_backward", "functional.py:silu_backward"),
+             forward=("functional.py:relu_forward", "functional.py:gelu_forward",
+                      "functional.py:gelu_tanh_forward", "functional.py:silu_forward"),
+             checks=(("relu", (0, 1)), ("gelu", (0, 1)), ("gelu_tanh", (0, 1)), ("silu", (0, 1)))),
+    Exercise(3, "linear", "the linear layer",
+             f"{PART1} Q、K、V 从同一个输入出来; {PART2} §五 Query、Key 和 Value",
+             backward=("linear.py:linear_backward", "linear.py:Linear.backward"),
+             forward=("linear.py:linear_forward",),
+             checks=(("linear", (0, 1, 2)), ("Linear", (0, 1)))),
+    Exercise(4, "embedding", "token and position lookups",
+             f"{PART2} §二 从 Token ID 到向量, §三 为什么需要位置信息",
+             backward=("embedding.py:Embedding.backward", "embedding.py:Embeddings.backward"),
+             forward=("embedding.py:Embedding.forward", "embedding.py:sinusoid_table"),
+             checks=(("Embedding", (0, 1)), ("LearnedPositions", (0,)), ("Embeddings", (0, 1)))),
+    Exercise(5, "attention", "scaled dot-product attention",
+             f"{PART1} 手算一次 Attention, 模型怎样避免偷看; {PART2} §六, §七, §九",
+             backward=("attention.py:attention_backward",),
+             forward=("attention.py:may_read", "attention.py:attention_forward"),
+             builds_on=("softmax",),
+             checks=(("attention", (0, 1, 2)),)),
+    Exercise(6, "multi-head", "multi-head attention",
+             f"{PART1} 多头不是多算几遍同样的东西; {PART2} §八 什么是多头注意力",
+             backward=("attention.py:MultiHeadAttention.backward",),
+             forward=("attention.py:MultiHeadAttention.split_heads",
+                      "attention.py:MultiHeadAttention.merge_heads"),
+             builds_on=("linear", "attention"),
+             checks=(("MultiHeadAttention", (0, 1)),)),
+    Exercise(7, "rope", "rotary position embedding (RoPE)",
+             f"{PART1} 位置编码怎样让顺序进入匹配; {PART2} §三 为什么需要位置信息",
+             backward=("rope.py:Rotary.backward",),
+             forward=("rope.py:Rotary.angles", "rope.py:Rotary._rotate"),
+             checks=(("Rotary", (0, 1, 2)), ("MultiHeadAttention", (2,)))),
+    Exercise(8, "ffn", "the feed-forward network and SwiGLU",
+             f"{PART1} Attention 后面为什么还需要 FFN; {PART2} §十 MLP 在做什么",
+             backward=("ffn.py:FFN.backward", "ffn.py:SwiGLU.backward"),
+             forward=("ffn.py:FFN.forward", "ffn.py:SwiGLU.forward"),
+             builds_on=("activations", "linear"),
+             checks=(("FFN", (0, 1, 2)), ("SwiGLU", (0, 1)))),
+    Exercise(9, "norm", "LayerNorm and RMSNorm",
+             f"{PART1} 还需要 FFN、残差和归一化; {PART2} §十二 LayerNorm 与 RMSNorm",
+             backward=("norm.py:layernorm_backward", "norm.py:rmsnorm_backward",
+                       "norm.py:LayerNorm.backward", "norm.py:RMSNorm.backward"),
+             forward=("norm.py:layernorm_forward", "norm.py:rmsnorm_forward"),
+             checks=(("layernorm", (0, 1)), ("rmsnorm", (0, 1)), ("LayerNorm", (0, 1)),
+                     ("RMSNorm", (0, 1)))),
+    Exercise(10, "block", "Pre-Norm and Post-Norm blocks (residuals)",
+             f"{PART1} 还需要 FFN、残差和归一化; {PART2} §十一 残差连接",
+             backward=("block.py:PreNormBlock.backward", "block.py:PostNormBlock.backward"),
+             forward=("block.py:PreNormBlock.forward", "block.py:PostNormBlock.forward"),
+             builds_on=("multi-head", "ffn", "norm"),
+             checks=(("PreNormBlock", (0, 1, 2)), ("PostNormBlock", (0, 1)))),
+    Exercise(11, "model", "the decoder-only model (tied head)",
+             f"{PART1} 多层之后，怎样变成下一个 Token 的分数; {PART2} §十三 Logits 是什么",
+             backward=("model.py:TiedHead.backward", "model.py:DecoderLM.backward"),
+             forward=("model.py:TiedHead.forward",),
+             builds_on=("embedding", "block", "rope"),
+             checks=(("TiedHead", (0, 1)), ("DecoderLM", (0, 1, 2)))),
+    Exercise(12, "loss", "log-softmax and cross-entropy",
+             f"{PART1} 多层之后，怎样变成下一个 Token 的分数; {PART2} §十三 Logits 是什么",
+             backward=("functional.py:log_softmax_backward", "loss.py:cross_entropy_backward"),
+             forward=("functional.py:log_softmax_forward", "loss.py:cross_entropy_forward"),
+             checks=(("log_softmax", (0, 1)), ("cross_entropy", (0, 1, 2)))),
+    Exercise(13, "optim", "the AdamW update",
+             "beyond the tutorial: training (worked example 17, first training steps)",
+             backward=("optim.py:adamw_update",)),
+    Exercise(14, "kv-cache", "the KV cache",
+             f"{PART2} §十五 KV Cache 为什么能加速生成",
+             forward=("kv_cache.py:LayerKV.write",),
+             builds_on=("model",)),
+    Exercise(15, "moe", "Mixture of Experts (routing, load balancing)",
+             f"{PART1} 再看 GQA 和 MoE",
+             backward=("moe.py:MoE.backward",),
+             forward=("moe.py:MoE.forward",),
+             builds_on=("softmax", "ffn"),
+             checks=(("MoE", (0, 1, 2)),)),
+    Exercise(16, "encoder", "the encoder-only backbone and sentence vectors",
+             f"{PART1} 再看 GQA 和 MoE (encoder-only reads both ways)",
+             backward=("encoder.py:mean_pool_backward", "encoder.py:l2_normalize_backward",
+                       "encoder.py:Encoder.backward"),
+             forward=("encoder.py:mean_pool_forward", "encoder.py:l2_normalize_forward"),
+             builds_on=("embedding", "block"),
+             checks=(("mean_pool", (0, 1)), ("l2_normalize", (0, 1)), ("Encoder", (0, 1)))),
+    Exercise(17, "seq2seq", "cross-attention and the encoder-decoder",
+             f"{PART1} 再看 GQA 和 MoE (encoder-decoder, cross-attention)",
+             backward=("seq2seq.py:CrossAttention.backward", "seq2seq.py:EncoderDecoderBlock.backward",
+                       "seq2seq.py:EncoderDecoder.decode_backward"),
+             forward=("seq2seq.py:CrossAttention.forward",),
+             builds_on=("encoder", "model"),
+             checks=(("CrossAttention", (0, 1, 2)), ("EncoderDecoderBlock", (0, 1)),
+                     ("EncoderDecoder", (0, 2)))),
+    Exercise(18, "flash", "blockwise (flash) attention",
+             f"{PART2} §十六 上下文越长，计算为何越贵",
+             backward=("flash_attention.py:flash_attention_backward",),
+             forward=("flash_attention.py:flash_attention_forward",),
+             builds_on=("attention",),
+             checks=(("flash_attention", (0, 1, 2)),)),
+    Exercise(19, "train", "your components learn the reverse task (>= 99%)",
+             "beyond the tutorial: training (worked example 17, first training steps)",
+             builds_on=("activations", "linear", "embedding", "multi-head", "ffn", "norm", "block",
+                        "model", "loss", "optim")),
+)
+
+BY_NAME = {exercise.name: exercise for exercise in EXERCISES}
+
+
+def find(name):
+    """The exercise called ``name`` ("attention") or numbered ``name`` ("5", "05")."""
+    text = str(name).strip()
+    if text.isdigit():
+        for exercise in EXERCISES:
+            if exercise.number == int(text):
+                return exercise
+    if text in BY_NAME:
+        return BY_NAME[text]
+    raise ValueError(f"exercise: expected a name or number of {', '.join(e.label for e in EXERCISES)}; "
+                     f"got {name!r}")
+
+
+def available(forward=False):
+    """The exercises a workspace can hold: those with bodies to write, and the training task."""
+    return [e for e in EXERCISES if e.functions(forward) or not (e.backward or e.forward)]
+
+
+def select(start=None, only=None, forward=False):
+    """The exercises ``npformer exercises`` writes: all, from ``start`` on, or ``only`` these."""
+    if start is not None and only:
+        raise ValueError("--start, --only: give one of them, not both")
+    pool = available(forward)
+    if only:
+        chosen = [find(name) for name in only]
+        for exercise in chosen:
+            if exercise not in pool:
+                raise ValueError(f"--only: {exercise.label} has only forward bodies to write; add --forward")
+        return sorted(set(chosen), key=lambda e: e.number)
+    if start is not None:
+        first = find(start)
+        if first not in pool:
+            raise ValueError(f"--start: {first.label} has only forward bodies to write; add --forward")
+        return [e for e in pool if e.number >= first.number]
+    return pool

@@ -1,0 +1,256 @@
+"""Claims of what is built from the components: blocks, models, loss, AdamW, caches, MoE,
+encoders, encoder-decoders and blockwise attention."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .registry import ClaimFailed, claim, close, rng, upstream_at, zero
+
+
+def _silence(*linears):
+    """Zero the weights and biases of output projections: the sub-layer then outputs 0."""
+    for linear in linears:
+        linear.weight.data[...] = 0
+        if linear.bias is not None:
+            linear.bias.data[...] = 0
+
+
+# -- block ---------------------------------------------------------------------------------
+@claim("block", "a residual carries the gradient: with silent sub-layers a Pre-Norm block has d_x = d_out")
+def _(L, R):
+    g = rng()
+    block = L.block.build_block(L.block.BlockConfig(d_model=8, n_heads=2), g, np.float64)
+    _silence(block.attn.out, block.ffn.down)
+    out, cache = block.forward(g.standard_normal((2, 4, 8)))
+    G = g.standard_normal(out.shape)
+    close("d_x", block.backward(G, cache), G, 1e-12)
+
+
+@claim("block", "causal: the gradient from position 1 reaches no input after it (Pre- and Post-Norm)")
+def _(L, R):
+    g = rng()
+    for prenorm in (True, False):
+        block = L.block.build_block(L.block.BlockConfig(d_model=8, n_heads=2, prenorm=prenorm), g,
+                                    np.float64)
+        out, cache = block.forward(g.standard_normal((2, 4, 8)))
+        zero("d_x after position 1", block.backward(upstream_at(out.shape, (slice(None), 1), g), cache)[:, 2:])
+
+
+# -- model -----------------------------------------------------------------------------------
+def _decoder(L, g, **overrides):
+    config = L.model.DecoderConfig(**{**dict(vocab_size=13, d_model=8, n_heads=2, max_len=8), **overrides})
+    return L.model.DecoderLM(config, g, np.float64)
+
+
+@claim("model", "causal: the logits at positions 0..2 send no gradient to the position rows after 2")
+def _(L, R):
+    g = rng()
+    model = _decoder(L, g, n_layers=2)
+    logits, cache = model.forward(g.integers(0, 13, (2, 6)))
+    model.backward(upstream_at(logits.shape, (slice(None), slice(0, 3)), g), cache)
+    zero("positions.weight.grad after row 2", model.positions.weight.grad[3:])
+
+
+@claim("model", "a tied head and the token table are one Parameter: it receives the lookup's and "
+                "the head's gradient")
+def _(L, R):
+    g = rng()
+    tied, untied = _decoder(L, g, tie_embeddings=True), _decoder(L, g)
+    untied.load_state_dict({**tied.state_dict(), "head.weight": tied.tokens.weight.data.T})
+    ids = g.integers(0, 13, (2, 5))
+    G = g.standard_normal((2, 5, 13))
+    for model in (tied, untied):
+        model.backward(G, model.forward(ids)[1])
+    close("tokens.weight.grad of the tied model", tied.tokens.weight.grad,
+          untied.tokens.weight.grad + untied.head.weight.grad.T)
+
+
+# -- loss --------------------------------------------------------------------------------------
+@claim("loss", "uniform logits over V = 50 give the loss ln 50 = 3.912 (the tutorial's first loss)")
+def _(L, R):
+    loss, _ = L.loss.cross_entropy_forward(np.zeros((2, 3, 50)), np.array([[1, 2, 3], [4, 5, 6]]))
+    close("loss", loss, math.log(50), 1e-12)
+
+
+@claim("loss", "each row of d_logits sums to 0, and ignored targets get exactly zero gradient")
+def _(L, R):
+    g = rng()
+    targets = np.array([[1, 4, -100], [0, -100, 2]])
+    d_logits = L.loss.cross_entropy(g.standard_normal((2, 3, 5)), targets)[1]
+    close("row sums of d_logits", d_logits.sum(axis=-1), 0.0, 1e-12)
+    zero("d_logits at ignored targets", d_logits[targets == -100])
+
+
+@claim("loss", "the loss is a mean: with every example twice, each row's gradient halves")
+def _(L, R):
+    g = rng()
+    logits, targets = g.standard_normal((2, 3, 5)), g.integers(0, 5, (2, 3))
+    once = L.loss.cross_entropy(logits, targets)[1]
+    twice = L.loss.cross_entropy(np.concatenate([logits, logits]), np.concatenate([targets, targets]))[1]
+    close("d_logits of the doubled batch", twice[:2], once / 2)
+
+
+@claim("loss", "log-softmax's input gradient sums to 0 over each row")
+def _(L, R):
+    g = rng()
+    _, cache = L.functional.log_softmax_forward(g.standard_normal((3, 5)))
+    close("row sums", L.functional.log_softmax_backward(g.standard_normal((3, 5)), cache).sum(axis=-1),
+          0.0, 1e-12)
+
+
+# -- AdamW ---------------------------------------------------------------------------------------
+def _adamw(L, data, grad, steps=1, lr=0.01, weight_decay=0.0):
+    m, v = np.zeros_like(data), np.zeros_like(data)
+    for step in range(1, steps + 1):
+        data, m, v = L.optim.adamw_update(data.copy(), grad, m.copy(), v.copy(), step, lr,
+                                          (0.9, 0.999), 1e-8, weight_decay)
+    return data, m, v
+
+
+@claim("optim", "the first AdamW step moves each weight by lr * g / (|g| + eps): about lr, against g")
+def _(L, R):
+    g = rng()
+    data, grad = g.standard_normal(6), g.standard_normal(6)
+    close("weights after one step", _adamw(L, data, grad)[0], data - 0.01 * grad / (np.abs(grad) + 1e-8))
+
+
+@claim("optim", "after one step m = (1 - b1) g and v = (1 - b2) g^2")
+def _(L, R):
+    grad = rng().standard_normal(6)
+    _, m, v = _adamw(L, np.zeros(6), grad)
+    close("m", m, 0.1 * grad)
+    close("v", v, 0.001 * grad ** 2)
+
+
+@claim("optim", "decoupled weight decay: with a zero gradient a step multiplies the weights by 1 - lr * wd")
+def _(L, R):
+    data = rng().standard_normal(6)
+    close("weights", _adamw(L, data, np.zeros(6), weight_decay=0.5)[0], data * (1 - 0.01 * 0.5))
+
+
+@claim("optim", "three steps with weight decay give the library's weights and moments")
+def _(L, R):
+    g = rng()
+    data, grad = g.standard_normal((3, 4)), g.standard_normal((3, 4))
+    for name, mine, expected in zip("data m v".split(), _adamw(L, data, grad, 3, weight_decay=0.1),
+                                    _adamw(R, data, grad, 3, weight_decay=0.1)):
+        close(name, mine, expected, 1e-12)
+
+
+# -- KV cache --------------------------------------------------------------------------------------
+@claim("kv-cache", "decoding one token at a time through the KV cache gives the full forward's logits")
+def _(L, R):
+    g = rng()
+    model = _decoder(L, g, n_layers=2, n_kv_heads=1)
+    ids = g.integers(0, 13, (2, 6))
+    full = model.forward(ids)[0]
+    cache = model.new_kv_cache(2)
+    steps = [model.forward(ids[:, t:t + 1], kv_cache=cache)[0] for t in range(6)]
+    close("cached logits", np.concatenate(steps, axis=1), full, 1e-10)
+
+
+# -- MoE ------------------------------------------------------------------------------------------
+@claim("moe", "an expert no token chose receives no gradient")
+def _(L, R):
+    g = rng()
+    moe = L.moe.MoE(8, 6, top_k=1, expert="gelu", rng=g, dtype=np.float64)
+    out, cache = moe.forward(g.standard_normal((1, 2, 8)))
+    moe.backward(g.standard_normal(out.shape), cache)
+    for e, call in enumerate(cache.calls):
+        if call is None:
+            for name, p in moe.experts[e].named_parameters():
+                zero(f"experts.{e}.{name}.grad", p.grad)
+
+
+@claim("moe", "k = E identical experts act as one FFN: its input gradient; the router gets none (aux aside)")
+def _(L, R):
+    g = rng()
+    moe = L.moe.MoE(8, 3, top_k=3, expert="gelu", bias=True, rng=g, dtype=np.float64)
+    for expert in moe.experts[1:]:
+        expert.load_state_dict(moe.experts[0].state_dict())
+    x, G = g.standard_normal((2, 3, 8)), g.standard_normal((2, 3, 8))
+    out, cache = moe.forward(x)
+    d_x = moe.backward(G, cache, d_aux=0.0)
+    single = moe.experts[0].astype(np.float64)
+    close("d_x", d_x, single.backward(G, single.forward(x)[1]))
+    close("router.weight.grad", moe.router.weight.grad, 0.0)
+
+
+# -- encoder and encoder-decoder ----------------------------------------------------------------------
+@claim("encoder", "mean pooling: padded positions receive exactly zero gradient")
+def _(L, R):
+    g = rng()
+    key_mask = np.array([[True, True, False], [True, True, True]])
+    _, cache = L.encoder.mean_pool_forward(g.standard_normal((2, 3, 4)), key_mask)
+    zero("the gradient of the padded position", L.encoder.mean_pool_backward(
+        g.standard_normal((2, 4)), cache)[0, 2])
+
+
+@claim("encoder", "L2 normalisation: the gradient has no component along the output (length changes nothing)")
+def _(L, R):
+    g = rng()
+    y, cache = L.encoder.l2_normalize_forward(g.standard_normal((3, 5)))
+    d_x = L.encoder.l2_normalize_backward(g.standard_normal((3, 5)), cache)
+    close("d_x . y", np.sum(d_x * y, axis=-1), 0.0, 1e-12)
+
+
+@claim("encoder", "an encoder reads both ways: the state at position 0 sends gradient to every "
+                  "position's row of the position table")
+def _(L, R):
+    g = rng()
+    encoder = L.encoder.Encoder(L.encoder.EncoderConfig(vocab_size=11, max_len=6), g, np.float64)
+    states, cache = encoder.forward(g.integers(0, 11, (1, 5)))
+    encoder.backward(upstream_at(states.shape, (0, 0), g), cache)
+    rows = np.abs(encoder.positions.weight.grad[:5]).sum(axis=-1)
+    if not (rows > 0).all():
+        raise ClaimFailed(f"position rows {np.flatnonzero(rows == 0).tolist()} received no gradient")
+
+
+@claim("seq2seq", "cross-attention: padded source positions get exactly zero memory gradient")
+def _(L, R):
+    g = rng()
+    cross = L.seq2seq.CrossAttention(8, 2, rng=g, dtype=np.float64)
+    mask = np.ones((2, 1, 1, 4), bool)
+    mask[0, ..., -1] = False
+    out, cache = cross.forward(g.standard_normal((2, 3, 8)), g.standard_normal((2, 4, 8)), mask)
+    zero("d_memory at the padded source position", cross.backward(g.standard_normal(out.shape), cache)[1][0, -1])
+
+
+@claim("seq2seq", "with cross-attention silenced, the encoder receives no gradient at all")
+def _(L, R):
+    g = rng()
+    model = L.seq2seq.EncoderDecoder(L.seq2seq.Seq2SeqConfig(vocab_size=13, n_decoder_layers=2,
+                                                             share_embeddings=False), g, np.float64)
+    for block in model.blocks:
+        _silence(block.cross_attn.out)
+    logits, cache = model.forward(g.integers(0, 13, (2, 4)), g.integers(0, 13, (2, 3)))
+    model.backward(g.standard_normal(logits.shape), cache)
+    for name, p in model.encoder.named_parameters():
+        zero(f"encoder.{name}.grad", p.grad)
+
+
+# -- blockwise attention -------------------------------------------------------------------------------
+@claim("flash", "blockwise backward equals the whole-table backward for blocks of 1, 2 and all 6 keys")
+def _(L, R):
+    g = rng()
+    q, k, v = g.standard_normal((2, 4, 6, 3)), g.standard_normal((2, 2, 6, 3)), g.standard_normal((2, 2, 6, 3))
+    G = g.standard_normal((2, 4, 6, 3))
+    expected = R.attention.attention_backward(G, R.attention.attention_forward(q, k, v, causal=True)[1])
+    for block_size in (1, 2, 6):
+        _, cache = L.flash_attention.flash_attention_forward(q, k, v, causal=True, block_size=block_size)
+        for name, mine, right in zip(("d_q", "d_k", "d_v"),
+                                     L.flash_attention.flash_attention_backward(G, cache), expected):
+            close(f"{name} with blocks of {block_size}", mine, right, 1e-10)
+
+
+@claim("flash", "a query that can read nothing gets zero gradient, not NaN")
+def _(L, R):
+    g = rng()
+    q, k, v = g.standard_normal((1, 1, 3, 2)), g.standard_normal((1, 1, 3, 2)), g.standard_normal((1, 1, 3, 2))
+    mask = np.ones((1, 1, 3, 3), bool)
+    mask[..., 0, :] = False
+    _, cache = L.flash_attention.flash_attention_forward(q, k, v, mask, block_size=2)
+    zero("d_q of the query with nothing to read",
+         L.flash_attention.flash_attention_backward(g.standard_normal((1, 1, 3, 2)), cache)[0][..., 0, :])

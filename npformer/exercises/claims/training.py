@@ -1,0 +1,48 @@
+"""The last exercise: the learner's own components learn the reverse task.
+
+A GPT-2-style decoder (tied head, LayerNorm, tanh-GELU, learned positions; width 32,
+4 heads, 2 layers) is built from the learner's package and trained by its own
+``train`` with its own AdamW, cross-entropy and every backward it wrote; then it
+reverses held-out digit strings by greedy decoding. The settings are those of the
+library's test ``test_reverse_task_reaches_99_percent_heldout``.
+"""
+from __future__ import annotations
+
+import importlib
+import time
+
+import numpy as np
+
+from .registry import ClaimFailed, claim
+
+STEPS, TARGET, MINUTE = 400, 0.99, 60.0
+
+
+def train_reverse(L):
+    """(held-out accuracy, seconds) of a decoder made of the learner's components."""
+    began = time.perf_counter()
+    data = importlib.import_module(f"{L.__name__}.data")
+    split = data.reverse_task(n_train=3000, n_heldout=500, length=5)
+    tokenizer = L.tokenizer.CharTokenizer.from_corpus("0123456789>")
+    source = L.train.ExampleSource(data.encode_examples(tokenizer, split.train), tokenizer.pad_id)
+    config = L.model.DecoderConfig.gpt2(vocab_size=tokenizer.vocab_size, d_model=32, n_heads=4,
+                                        n_layers=2, max_len=source.max_len)
+    model = L.model.DecoderLM(config, np.random.default_rng(0))
+    with L.train.limit_blas_threads(1):
+        L.train.train(model, source, L.train.TrainConfig(steps=STEPS, batch_size=32, lr=3e-3, seed=0),
+                      progress=False)
+        accuracy, predictions = L.train.answer_accuracy(model, tokenizer, split.heldout)
+    # counted here, independently of the model's own scoring: a string reversed
+    correct = sum(p == e.prompt[:-1][::-1] for p, e in zip(predictions, split.heldout))
+    return correct / len(split.heldout), time.perf_counter() - began
+
+
+@claim("train", f"your components train the reverse task to >= {TARGET:.0%} held-out accuracy "
+                f"in {STEPS} steps")
+def _(L, R):
+    accuracy, seconds = train_reverse(L)
+    if accuracy < TARGET:
+        raise ClaimFailed(f"held-out accuracy {accuracy:.1%} after {STEPS} steps ({seconds:.0f} s): "
+                          f"grade the exercises it builds on first")
+    slow = f"; more than a minute: a Python loop over positions or heads?" if seconds > MINUTE else ""
+    return f"held-out accuracy {accuracy:.1%}, trained and evaluated in {seconds:.1f} s on CPU{slow}"
