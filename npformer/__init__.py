@@ -36,8 +36,8 @@ from .seq2seq import CrossAttention, EncoderDecoder, EncoderDecoderBlock, Seq2Se
 # training: optimizers, tokenizers, data, training, generation, checkpoints
 # (the functions train.train and generate.generate are not re-exported: they would hide
 #  the modules npformer.train and npformer.generate)
-from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint  # noqa: E402
-from .generate import generate_text, next_token_probs  # noqa: E402
+from .checkpoint import CheckpointError, CheckpointSaveError, load_checkpoint, save_checkpoint  # noqa: E402,E501
+from .generate import Generation, generate_text, next_token_probs  # noqa: E402
 from .optim import SGD, AdamW, adamw_update, clip_grad_norm, warmup_cosine  # noqa: E402
 from .tokenizer import ByteTokenizer, CharTokenizer  # noqa: E402
 from .train import TrainConfig, TrainingDiverged  # noqa: E402
