@@ -1,0 +1,117 @@
+"""The Markdown report of one run: environment, tables per setting, targets, how cost grows."""
+from __future__ import annotations
+
+from benchmarks import specs
+from benchmarks.growth_report import growth_section
+from benchmarks.tables import MIB, NAMES, md_table, ms, reference_peak
+from benchmarks.targets import targets_section
+
+def worker_rows(setting):
+    rows = []
+    for name, info in setting["workers"].items():
+        pools = "; ".join(f"{p.get('internal_api')} {p.get('version', '')} ({p['file']}): "
+                          f"{p.get('num_threads')} threads"
+                          + (f", kernel {p['architecture']}" if p.get("architecture") else "")
+                          for p in info["threadpools"])
+        if info["library"] == "torch":
+            extra = (f"torch {info['torch']}, get_num_threads {info['torch_threads']}, interop "
+                     f"{info['torch_interop_threads']}, {info['torch_cpu_capability']}; "
+                     + "; ".join(info["torch_parallel"]))
+        else:
+            extra = (f"npformer {info['npformer']} from {info['npformer_path']}, track "
+                     f"{info['track']}, fast twins registered: {info['fast_twins']}")
+        rows.append([NAMES[name], pools, extra])
+    return rows
+
+
+def environment_section(setting):
+    out = [f"### Workers (OpenBLAS: {setting['openblas']})", "",
+           md_table(["worker", "thread pools (threadpoolctl)", "library"], worker_rows(setting)), ""]
+    peaks = [[NAMES[n], f"{setting['peak_start'][n]:.0f}", f"{setting['peak_end'][n]:.0f}"]
+             for n in setting["peak_start"]]
+    sizes = ", ".join(str(n) for n in setting["peak_sizes"])
+    out += [f"Square float32 GEMM (best of sizes {sizes}; median of 5 each), GFLOP/s, at the "
+            "start and end of the timed configs. \"% peak\" below divides by the numpy figure "
+            f"(best of the two: {reference_peak(setting):.0f} GFLOP/s).", "",
+            md_table(["worker", "start", "end"], peaks), ""]
+    return out
+
+
+def ratio_range(result, name):
+    """min-max over rounds of the per-round ratio worker / PyTorch (rounds alternate)."""
+    pairs = [a / b for a, b in zip(result["times"][name], result["times"]["torch"])]
+    return f"{min(pairs):.2f}-{max(pairs):.2f}"
+
+
+def workload_table(setting, kind):
+    peak = reference_peak(setting)
+    has_torch = any("torch" in r[kind]["median"] for r in setting["configs"].values())
+    headers = ["config", "params", "tokens", "fast ms", "plain ms"]
+    headers += ["PyTorch ms", "fast / PyTorch", "plain / PyTorch", "fast / PyTorch per round"] if has_torch else []
+    headers += ["fast % peak", "rounds x calls"]
+    rows = []
+    for name, results in setting["configs"].items():
+        r, cfg = results[kind], specs.CONFIGS[name]
+        med = r["median"]
+        flops = specs.forward_flops(cfg) * (1 if kind == "forward" else 3)
+        row = [name, f"{r['setup']['fast']['params'] / 1e6:.2f}M", cfg["batch"] * cfg["seq"],
+               ms(med["fast"]), ms(med["plain"])]
+        if has_torch:
+            row += [ms(med["torch"]), f"{med['fast'] / med['torch']:.2f}x",
+                    f"{med['plain'] / med['torch']:.2f}x", ratio_range(r, "fast")]
+        row += [f"{100 * flops / med['fast'] / 1e9 / peak:.0f}%", f"{r['rounds']} x {r['calls']}"]
+        rows.append(row)
+    return md_table(headers, rows)
+
+
+def memory_table(setting):
+    rows = []
+    for name, records in setting["memory"].items():
+        fast, plain, torch = records["fast"], records["plain"], records.get("torch")
+        row = [name, f"{fast['peak'] / MIB:.0f}", f"{plain['peak'] / MIB:.0f}"]
+        row += [f"{torch['peak'] / MIB:.0f}", f"{fast['peak'] / torch['peak']:.2f}x"] if torch else ["-", "-"]
+        row += [f"{(fast['peak'] - fast['base']) / MIB:.0f}",
+                f"{(torch['peak'] - torch['base']) / MIB:.0f}" if torch else "-",
+                f"{fast['cache_bytes'] / MIB:.1f}"]
+        rows.append(row)
+    return md_table(["config", "fast MiB", "plain MiB", "PyTorch MiB", "fast / PyTorch",
+                     "fast above import MiB", "PyTorch above import MiB", "fast cache.nbytes MiB"], rows)
+
+
+def setting_section(setting):
+    out = [f"## OpenBLAS {setting['label']}: {setting['openblas']}", "",
+           f"Load average (1 min) at the start of this setting {setting['load_start']:.2f}, "
+           f"at its end {setting['load_end']:.2f}.", ""]
+    out += environment_section(setting)
+    for kind, title in specs.WORKLOADS.items():
+        out += [f"### {title[0].upper() + title[1:]}", "", workload_table(setting, kind), ""]
+    out += ["### Peak RSS (a fresh process per library and config, 2 training steps with AdamW)", "",
+            "\"above import\" = peak minus the RSS after importing the library; cache.nbytes = the "
+            "arrays npformer's forward keeps for backward.", "", memory_table(setting), ""]
+    return out
+
+
+def header_section(results):
+    run = results["run"]
+    return ["# npformer benchmarks", "",
+            f"- run: {run['date']}, commit {run['commit']}, `{run['command']}`, "
+            f"{run['seconds']:.0f} s in all",
+            f"- machine: {run['cpu']}, {run['cores']} cores; {run['threads']} threads per library",
+            f"- load average (1 min): {run['load_start']:.2f} at the start, {run['load_end']:.2f} at the "
+            f"end, {run['load_max']:.2f} at most during the run (2.0 = both cores busy)",
+            "- method: each library in its own process; rounds alternate between the processes; "
+            f"warm-up >= {run['warmup']} s per process and workload; medians over rounds "
+            "(see benchmarks/README.md)"] + \
+        ([f"- OpenBLAS: {run['openblas_note']}"] if run.get("openblas_note") else []) + [""]
+
+
+def render(results):
+    """The whole report as Markdown."""
+    out = header_section(results)
+    out += targets_section(results)
+    for setting in results["settings"]:
+        out += setting_section(setting)
+    grown = [s for s in results["settings"] if "growth" in s]
+    if grown:
+        out += growth_section(grown[0], results.get("plot"))
+    return "\n".join(out) + "\n"
