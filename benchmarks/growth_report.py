@@ -19,29 +19,31 @@ def sweep_table(rows, size_label):
     names = list(rows[0]["median"])
     headers = [size_label] + [f"{NAMES[n]} ms" for n in names]
     has_torch = "torch" in names
-    headers += ["fast / PyTorch"] if has_torch else []
+    headers += (["fast / PyTorch"] if has_torch else []) + ["other load"]
     table = []
     for r in rows:
         med = r["median"]
         table.append([r["size"]] + [ms(med[n]) for n in names]
-                     + ([f"{med['fast'] / med['torch']:.2f}x"] if has_torch else []))
+                     + ([f"{med['fast'] / med['torch']:.2f}x"] if has_torch else [])
+                     + [f"{100 * r['other_load']:.0f}%"])
     fits = sweep_exponents(rows)
-    table.append(["exponent, fit over all sizes"] + [f"{fits[n][0]:.2f}" for n in names]
-                 + ([""] if has_torch else []))
+    blank = [""] * (2 if has_torch else 1)
+    table.append(["exponent, fit over all sizes"] + [f"{fits[n][0]:.2f}" for n in names] + blank)
     table.append([f"exponent, {rows[-2]['size']} to {rows[-1]['size']}"]
-                 + [f"{fits[n][1]:.2f}" for n in names] + ([""] if has_torch else []))
+                 + [f"{fits[n][1]:.2f}" for n in names] + blank)
     return md_table(headers, table)
 
 
 def decode_section(rows):
     names = list(rows[0]["median"])
-    table = [[r["context"]] + [ms(r["median"][n]) for n in names] for r in rows]
+    table = [[r["context"]] + [ms(r["median"][n]) for n in names] + [f"{100 * r['other_load']:.0f}%"]
+             for r in rows]
     first, last = rows[0], rows[-1]
     ratios = ", ".join(f"{NAMES[n]} {last['median'][n] / first['median'][n]:.2f}x" for n in names)
     cfg = rows[0]["cfg"]
     return [f"### KV-cached decoding, per token (d {cfg['d']}, {cfg['heads']} heads, "
             f"{cfg['layers']} layers; batch 1; 16 tokens per round after an untimed prefill)", "",
-            md_table(["context"] + [f"{NAMES[n]} ms/token" for n in names], table), "",
+            md_table(["context"] + [f"{NAMES[n]} ms/token" for n in names] + ["other load"], table), "",
             f"Per-token time at context {last['context']} / at context {first['context']}: {ratios}.", ""]
 
 

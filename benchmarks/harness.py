@@ -19,6 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.machine import OtherLoad
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -112,13 +114,14 @@ def measure(workers, key, spec, plan, calls=None):
     rounds, grouped = plan.rounds_and_calls(per_call)
     calls = calls or grouped
     times = {w.name: [] for w in workers}
+    other = OtherLoad(w.process.pid for w in workers)
     for index in range(rounds):
         for worker in rotated(list(workers), index):
             reply = worker.ask("round", key=key, calls=calls, settle=plan.settle)
             times[worker.name].append(statistics.median(reply["times"]))
     for worker in workers:
         worker.ask("drop", key=key)
-    return {"rounds": rounds, "calls": calls, "times": times,
+    return {"rounds": rounds, "calls": calls, "times": times, "other_load": other.share(),
             "median": {name: statistics.median(t) for name, t in times.items()},
             "setup": setups}
 

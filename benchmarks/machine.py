@@ -32,6 +32,44 @@ def load_average():
         return float("nan")
 
 
+def machine_busy_seconds():
+    """CPU seconds all processes have spent busy since boot (/proc/stat, every core summed)."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]                  # idle and iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_seconds(pid):
+    """CPU seconds (user + system, all threads) process ``pid`` has used, or 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class OtherLoad:
+    """The share of the machine's cores that processes other than ours kept busy.
+
+    Started before a measurement and read after it: (all busy CPU time - ours) divided
+    by (wall time x cores). 0% means the timed workers had the machine to themselves.
+    """
+
+    def __init__(self, pids):
+        import time
+        self.pids, self.clock = list(pids) + [os.getpid()], time.perf_counter
+        self.start = self._snapshot()
+
+    def _snapshot(self):
+        return (self.clock(), machine_busy_seconds(), sum(process_cpu_seconds(p) for p in self.pids))
+
+    def share(self):
+        wall, busy, ours = (b - a for a, b in zip(self.start, self._snapshot()))
+        return max(0.0, (busy - ours) / (wall * (os.cpu_count() or 1))) if wall > 0 else 0.0
+
+
 def rss(field="VmRSS"):
     """Current RSS (VmRSS) or its high-water mark since exec (VmHWM), in bytes.
 

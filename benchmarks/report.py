@@ -1,6 +1,8 @@
 """The Markdown report of one run: environment, tables per setting, targets, how cost grows."""
 from __future__ import annotations
 
+import statistics
+
 from benchmarks import specs
 from benchmarks.growth_report import growth_section
 from benchmarks.tables import MIB, NAMES, md_table, ms, reference_peak
@@ -48,7 +50,7 @@ def workload_table(setting, kind):
     has_torch = any("torch" in r[kind]["median"] for r in setting["configs"].values())
     headers = ["config", "params", "tokens", "fast ms", "plain ms"]
     headers += ["PyTorch ms", "fast / PyTorch", "plain / PyTorch", "fast / PyTorch per round"] if has_torch else []
-    headers += ["fast % peak", "rounds x calls"]
+    headers += ["fast % peak", "rounds x calls", "other load"]
     rows = []
     for name, results in setting["configs"].items():
         r, cfg = results[kind], specs.CONFIGS[name]
@@ -59,7 +61,8 @@ def workload_table(setting, kind):
         if has_torch:
             row += [ms(med["torch"]), f"{med['fast'] / med['torch']:.2f}x",
                     f"{med['plain'] / med['torch']:.2f}x", ratio_range(r, "fast")]
-        row += [f"{100 * flops / med['fast'] / 1e9 / peak:.0f}%", f"{r['rounds']} x {r['calls']}"]
+        row += [f"{100 * flops / med['fast'] / 1e9 / peak:.0f}%", f"{r['rounds']} x {r['calls']}",
+                f"{100 * r['other_load']:.0f}%"]
         rows.append(row)
     return md_table(headers, rows)
 
@@ -83,6 +86,8 @@ def setting_section(setting):
            f"Load average (1 min) at the start of this setting {setting['load_start']:.2f}, "
            f"at its end {setting['load_end']:.2f}.", ""]
     out += environment_section(setting)
+    out += ["\"other load\": the share of the machine's cores that other processes kept busy "
+            "while the rounds ran (from /proc/stat, minus the workers' own CPU time).", ""]
     for kind, title in specs.WORKLOADS.items():
         out += [f"### {title[0].upper() + title[1:]}", "", workload_table(setting, kind), ""]
     out += ["### Peak RSS (a fresh process per library and config, 2 training steps with AdamW)", "",
@@ -91,14 +96,27 @@ def setting_section(setting):
     return out
 
 
+def other_loads(results):
+    """Every measurement's "other load" (share of the cores other processes kept busy)."""
+    loads = []
+    for setting in results["settings"]:
+        loads += [r["other_load"] for config in setting["configs"].values() for r in config.values()]
+        grown = setting.get("growth", {})
+        loads += [r["other_load"] for key in ("seq_sweep", "width_sweep", "decode") for r in grown.get(key, [])]
+    return loads
+
+
 def header_section(results):
     run = results["run"]
+    loads = other_loads(results)
     return ["# npformer benchmarks", "",
             f"- run: {run['date']}, commit {run['commit']}, `{run['command']}`, "
             f"{run['seconds']:.0f} s in all",
             f"- machine: {run['cpu']}, {run['cores']} cores; {run['threads']} threads per library",
             f"- load average (1 min): {run['load_start']:.2f} at the start, {run['load_end']:.2f} at the "
             f"end, {run['load_max']:.2f} at most during the run (2.0 = both cores busy)",
+            f"- other processes kept {100 * statistics.median(loads):.0f}% of the cores busy during the "
+            f"median measurement, {100 * max(loads):.0f}% during the worst (\"other load\" in the tables)",
             "- method: each library in its own process; rounds alternate between the processes; "
             f"warm-up >= {run['warmup']} s per process and workload; medians over rounds "
             "(see benchmarks/README.md)"] + \

@@ -56,7 +56,8 @@ def time_configs(workers, options, log):
             spec = {"kind": kind, "cfg": specs.CONFIGS[name]}
             results[name][kind] = measure(workers, f"{name}/{kind}", spec, options.plan)
             medians = results[name][kind]["median"]
-            log(f"{name} {kind}: " + ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in medians.items()))
+            log(f"{name} {kind}: " + ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in medians.items())
+                + f" (other load {100 * results[name][kind]['other_load']:.0f}%)")
     return results
 
 
@@ -67,7 +68,7 @@ def time_sweep(workers, sizes, make_config, label, options, log):
         spec = {"kind": "train", "cfg": make_config(size, options.quick)}
         result = measure(workers, f"{label}/{size}", spec, options.plan)
         rows.append({"size": size, "median": result["median"], "rounds": result["rounds"],
-                     "calls": result["calls"], "cfg": spec["cfg"]})
+                     "calls": result["calls"], "cfg": spec["cfg"], "other_load": result["other_load"]})
         log(f"{label} {size}: " + ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in result["median"].items()))
     return rows
 
@@ -82,7 +83,7 @@ def time_decoding(workers, options, log):
         spec = {"kind": "decode", "cfg": cfg, "context": context}
         result = measure(npformer, f"decode/{context}", spec, options.plan, calls=16)
         rows.append({"context": context, "median": result["median"], "rounds": result["rounds"],
-                     "cfg": cfg})
+                     "cfg": cfg, "other_load": result["other_load"]})
         log(f"decode {context}: " + ", ".join(f"{k} {1e3 * v:.2f} ms" for k, v in result["median"].items()))
     return rows
 
