@@ -38,8 +38,9 @@ class Plan:
 
     warmup: float = 1.5          # seconds of untimed calls per process and workload
     budget: float = 2.0          # timed seconds per process and measurement (sets the rounds)
-    min_rounds: int = 5
+    min_rounds: int = 7
     max_rounds: int = 11
+    untimed_rounds: int = 1      # alternating rounds after the warm-ups, not recorded
     min_round: float = 0.1       # short calls are grouped so a round lasts at least this long
     settle: bool = True          # each worker waits for its BLAS threads to stop spinning
 
@@ -51,7 +52,8 @@ class Plan:
         return min(self.max_rounds, max(self.min_rounds, rounds)), calls
 
 
-QUICK_PLAN = Plan(warmup=0.0, budget=0.0, min_rounds=2, max_rounds=2, min_round=0.0, settle=False)
+QUICK_PLAN = Plan(warmup=0.0, budget=0.0, min_rounds=2, max_rounds=2, untimed_rounds=0, min_round=0.0,
+                  settle=False)
 
 
 class WorkerProcess:
@@ -107,18 +109,25 @@ def rotated(items, shift):
 
 
 def measure(workers, key, spec, plan, calls=None):
-    """Time one workload in every worker, rounds alternating; medians in seconds per call."""
+    """Time one workload in every worker, rounds alternating; medians in seconds per call.
+
+    After the warm-ups one more alternating round runs untimed: a worker that sat idle
+    while the others warmed up runs its first call after the pause slower.
+    """
     setups = {w.name: w.ask("setup", key=key, spec=spec, warmup=plan.warmup,
-                                settle=plan.settle) for w in workers}
+                            settle=plan.settle) for w in workers}
     per_call = statistics.median(s["call_seconds"] for s in setups.values())
     rounds, grouped = plan.rounds_and_calls(per_call)
     calls = calls or grouped
     times = {w.name: [] for w in workers}
-    other = OtherLoad(w.process.pid for w in workers)
-    for index in range(rounds):
+    other = None
+    for index in range(-plan.untimed_rounds, rounds):
+        if index == 0:
+            other = OtherLoad(w.process.pid for w in workers)
         for worker in rotated(list(workers), index):
             reply = worker.ask("round", key=key, calls=calls, settle=plan.settle)
-            times[worker.name].append(statistics.median(reply["times"]))
+            if index >= 0:
+                times[worker.name].append(statistics.median(reply["times"]))
     for worker in workers:
         worker.ask("drop", key=key)
     return {"rounds": rounds, "calls": calls, "times": times, "other_load": other.share(),

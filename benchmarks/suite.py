@@ -68,7 +68,8 @@ def time_sweep(workers, sizes, make_config, label, options, log):
         spec = {"kind": "train", "cfg": make_config(size, options.quick)}
         result = measure(workers, f"{label}/{size}", spec, options.plan)
         rows.append({"size": size, "median": result["median"], "rounds": result["rounds"],
-                     "calls": result["calls"], "cfg": spec["cfg"], "other_load": result["other_load"]})
+                     "calls": result["calls"], "cfg": spec["cfg"], "other_load": result["other_load"],
+                     "times": result["times"]})
         log(f"{label} {size}: " + ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in result["median"].items()))
     return rows
 
@@ -83,7 +84,7 @@ def time_decoding(workers, options, log):
         spec = {"kind": "decode", "cfg": cfg, "context": context}
         result = measure(npformer, f"decode/{context}", spec, options.plan, calls=16)
         rows.append({"context": context, "median": result["median"], "rounds": result["rounds"],
-                     "cfg": cfg, "other_load": result["other_load"]})
+                     "cfg": cfg, "other_load": result["other_load"], "times": result["times"]})
         log(f"decode {context}: " + ", ".join(f"{k} {1e3 * v:.2f} ms" for k, v in result["median"].items()))
     return rows
 
