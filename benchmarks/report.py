@@ -47,20 +47,22 @@ def ratio_range(result, name):
 
 def workload_table(setting, kind):
     peak = reference_peak(setting)
-    has_torch = any("torch" in r[kind]["median"] for r in setting["configs"].values())
-    headers = ["config", "params", "tokens", "fast ms", "plain ms"]
-    headers += ["PyTorch ms", "fast / PyTorch", "plain / PyTorch", "fast / PyTorch per round"] if has_torch else []
+    names = list(next(iter(setting["configs"].values()))[kind]["median"])
+    has_torch = "torch" in names
+    headers = ["config", "params", "tokens"] + [f"{NAMES[n]} ms" for n in names]
+    headers += [f"{n} / PyTorch" for n in names if n != "torch"] if has_torch else []
+    headers += ["fast / PyTorch per round"] if has_torch else []
     headers += ["fast % peak", "rounds x calls", "other load"]
     rows = []
     for name, results in setting["configs"].items():
         r, cfg = results[kind], specs.CONFIGS[name]
         med = r["median"]
         flops = specs.forward_flops(cfg) * (1 if kind == "forward" else 3)
-        row = [name, f"{r['setup']['fast']['params'] / 1e6:.2f}M", cfg["batch"] * cfg["seq"],
-               ms(med["fast"]), ms(med["plain"])]
+        row = [name, f"{r['setup']['fast']['params'] / 1e6:.2f}M", cfg["batch"] * cfg["seq"]]
+        row += [ms(med[n]) for n in names]
         if has_torch:
-            row += [ms(med["torch"]), f"{med['fast'] / med['torch']:.2f}x",
-                    f"{med['plain'] / med['torch']:.2f}x", ratio_range(r, "fast")]
+            row += [f"{med[n] / med['torch']:.2f}x" for n in names if n != "torch"]
+            row += [ratio_range(r, "fast")]
         row += [f"{100 * flops / med['fast'] / 1e9 / peak:.0f}%", f"{r['rounds']} x {r['calls']}",
                 f"{100 * r['other_load']:.0f}%"]
         rows.append(row)
@@ -68,17 +70,18 @@ def workload_table(setting, kind):
 
 
 def memory_table(setting):
+    names = list(next(iter(setting["memory"].values())))
+    headers = ["config"] + [f"{NAMES[n]} MiB" for n in names]
+    headers += ["fast / PyTorch", "fast above import MiB", "PyTorch above import MiB"] if "torch" in names else []
     rows = []
-    for name, records in setting["memory"].items():
-        fast, plain, torch = records["fast"], records["plain"], records.get("torch")
-        row = [name, f"{fast['peak'] / MIB:.0f}", f"{plain['peak'] / MIB:.0f}"]
-        row += [f"{torch['peak'] / MIB:.0f}", f"{fast['peak'] / torch['peak']:.2f}x"] if torch else ["-", "-"]
-        row += [f"{(fast['peak'] - fast['base']) / MIB:.0f}",
-                f"{(torch['peak'] - torch['base']) / MIB:.0f}" if torch else "-",
-                f"{fast['cache_bytes'] / MIB:.1f}"]
-        rows.append(row)
-    return md_table(["config", "fast MiB", "plain MiB", "PyTorch MiB", "fast / PyTorch",
-                     "fast above import MiB", "PyTorch above import MiB", "fast cache.nbytes MiB"], rows)
+    for config, records in setting["memory"].items():
+        fast, torch = records["fast"], records.get("torch")
+        row = [config] + [f"{records[n]['peak'] / MIB:.0f}" for n in names]
+        if torch:
+            row += [f"{fast['peak'] / torch['peak']:.2f}x", f"{(fast['peak'] - fast['base']) / MIB:.0f}",
+                    f"{(torch['peak'] - torch['base']) / MIB:.0f}"]
+        rows.append(row + [f"{fast['cache_bytes'] / MIB:.1f}"])
+    return md_table(headers + ["fast cache.nbytes MiB"], rows)
 
 
 def setting_section(setting):
@@ -88,8 +91,10 @@ def setting_section(setting):
     out += environment_section(setting)
     out += ["\"other load\": the share of the machine's cores that other processes kept busy "
             "while the rounds ran (from /proc/stat, minus the workers' own CPU time).", ""]
+    measured = next(iter(setting["configs"].values()))
     for kind, title in specs.WORKLOADS.items():
-        out += [f"### {title[0].upper() + title[1:]}", "", workload_table(setting, kind), ""]
+        if kind in measured:
+            out += [f"### {title[0].upper() + title[1:]}", "", workload_table(setting, kind), ""]
     out += ["### Peak RSS (a fresh process per library and config, 2 training steps with AdamW)", "",
             "\"above import\" = peak minus the RSS after importing the library; cache.nbytes = the "
             "arrays npformer's forward keeps for backward.", "", memory_table(setting), ""]

@@ -83,8 +83,7 @@ def run(options, log, output, stem):
                                       "OPENBLAS_L2_SIZE: its setting is \"unset\", measured once.")
     results = {"run": run_facts, "settings": []}
     for index, (label, env) in enumerate(settings):
-        results["settings"].append(run_setting(label, env, options, log,
-                                               with_growth=options.growth and index == 0))
+        results["settings"].append(run_setting(label, env, options, log, first=index == 0))
     run_facts.update(seconds=time.perf_counter() - start, load_end=load_average(),
                      load_max=max(log.loads + [run_facts["load_start"]]))
     if options.growth:

@@ -1,20 +1,41 @@
 """The measurements of one run, in order, for each OpenBLAS setting.
 
-Per setting: the three workers (npformer fast, npformer plain, PyTorch) start together,
-report their thread pools, measure the GEMM peak, then time every config's workloads in
-alternating rounds; then the peak again. In the first setting only: how cost grows
-(sequence length and width sweeps), KV-cached decoding and attention alone. Last, the
-peak RSS of a fresh process per (library, track, config), two at a time.
+The first setting ("unset") is measured in full: the three workers (npformer fast,
+npformer plain, PyTorch) start together, report their thread pools, measure the GEMM
+peak, time every config's workloads in alternating rounds, measure the peak again, then
+how cost grows (sequence length and width sweeps), KV-cached decoding and attention
+alone; last, the peak RSS of a fresh process per (library, track, config), two at a time.
+A second setting (the environment's OpenBLAS variables, when it sets any) measures what
+the targets need: the fast track and PyTorch, training step and forward, peak RSS.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from benchmarks import specs
 from benchmarks.harness import WorkerProcess, measure, run_concurrently
 from benchmarks.machine import describe_openblas, load_average
 
 LIBRARIES = (("fast", "npformer", "fast"), ("plain", "npformer", "plain"), ("torch", "torch", "fast"))
+TARGET_WORKLOADS = ("train", "forward")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one setting measures: the workers, the workloads, and whether cost growth too."""
+
+    names: tuple
+    workloads: tuple
+    growth: bool
+
+
+def scope_for(first, options):
+    """Everything in the first setting; in a second one only what the targets need."""
+    names = tuple(n for n, library, _ in LIBRARIES if options.with_torch or library != "torch")
+    if first:
+        return Scope(names, tuple(specs.WORKLOADS), options.growth)
+    return Scope(tuple(n for n in names if n != "plain"), TARGET_WORKLOADS, False)
 
 
 class Log:
@@ -31,10 +52,10 @@ class Log:
               file=self.stream, flush=True)
 
 
-def start_workers(env, threads, with_torch):
+def start_workers(env, threads, names):
     """The worker processes of one setting, started together (their imports overlap)."""
-    chosen = [entry for entry in LIBRARIES if with_torch or entry[1] != "torch"]
-    return [WorkerProcess(name, library, track, threads, env) for name, library, track in chosen]
+    return [WorkerProcess(name, library, track, threads, env)
+            for name, library, track in LIBRARIES if name in names]
 
 
 PEAK_SIZES, QUICK_PEAK_SIZES, PEAK_REPEATS = (1024, 1536, 2048), (128,), 5
@@ -47,12 +68,12 @@ def gemm_peaks(workers, options):
                           settle=options.plan.settle)["gflops"] for w in workers}
 
 
-def time_configs(workers, options, log):
+def time_configs(workers, workloads, options, log):
     """Every config's workloads (training step, without optimizer, forward alone)."""
     results = {}
     for name in options.configs:
         results[name] = {}
-        for kind in specs.WORKLOADS:
+        for kind in workloads:
             spec = {"kind": kind, "cfg": specs.CONFIGS[name]}
             results[name][kind] = measure(workers, f"{name}/{kind}", spec, options.plan)
             medians = results[name][kind]["median"]
@@ -104,12 +125,11 @@ def growth(workers, options, log):
     return out
 
 
-def peak_memory(env, options):
+def peak_memory(env, names, options):
     """{config: {worker name: peak RSS record}}, a fresh process each, two at a time."""
     jobs = [(config, name, ["--memory", config, "--library", library, "--track", track,
                             "--threads", str(options.threads)])
-            for config in options.configs for name, library, track in LIBRARIES
-            if options.with_torch or library != "torch"]
+            for config in options.configs for name, library, track in LIBRARIES if name in names]
     records = run_concurrently([job[2] for job in jobs], env, parallel=3 if options.quick else 2)
     out = {}
     for (config, name, _), record in zip(jobs, records):
@@ -117,23 +137,24 @@ def peak_memory(env, options):
     return out
 
 
-def run_setting(label, env, options, log, with_growth):
+def run_setting(label, env, options, log, first):
     """Everything measured under one OpenBLAS setting."""
+    scope = scope_for(first, options)
     result = {"label": label, "openblas": describe_openblas(env), "load_start": load_average()}
-    workers = start_workers(env, options.threads, options.with_torch)
+    workers = start_workers(env, options.threads, scope.names)
     try:
         result["workers"] = {w.name: w.ask("info") for w in workers}
         log(f"{label}: workers ready ({describe_openblas(env)})")
         result["peak_sizes"] = list(QUICK_PEAK_SIZES if options.quick else PEAK_SIZES)
         result["peak_start"] = gemm_peaks(workers, options)
-        result["configs"] = time_configs(workers, options, log)
+        result["configs"] = time_configs(workers, scope.workloads, options, log)
         result["peak_end"] = gemm_peaks(workers, options)
-        if with_growth:
+        if scope.growth:
             result["growth"] = growth(workers, options, log)
     finally:
         for worker in workers:
             worker.close()
-    result["memory"] = peak_memory(env, options)
+    result["memory"] = peak_memory(env, scope.names, options)
     log(f"{label}: peak memory done")
     result["load_end"] = load_average()
     return result

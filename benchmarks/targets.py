@@ -46,7 +46,7 @@ def same_code_spread(settings):
         medians = [r["median"] for config in setting["configs"].values() for r in config.values()]
         grown = setting.get("growth", {})
         medians += [r["median"] for key in ("seq_sweep", "width_sweep", "decode") for r in grown.get(key, [])]
-        ratios += [m["fast"] / m["plain"] for m in medians]
+        ratios += [m["fast"] / m["plain"] for m in medians if "plain" in m]
     return min(ratios), max(ratios)
 
 

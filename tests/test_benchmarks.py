@@ -23,8 +23,13 @@ from benchmarks.tables import exponent  # noqa: E402
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
+    """One quick run with an OpenBLAS variable set, so both settings are measured.
+
+    OPENBLAS_L2_SIZE only tells OpenBLAS the L2 cache size it blocks for (256 KiB here).
+    """
     out = tmp_path_factory.mktemp("bench")
     env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_VARS}
+    env["OPENBLAS_L2_SIZE"] = "262144"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     done = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--output", str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
@@ -43,6 +48,8 @@ def test_quick_run_writes_every_table(quick_run):
     assert "| tiny |" in report
     assert "exponent, fit over all sizes" in report
     assert "training step tiny: fast <= 1.00x PyTorch" in report
+    assert "| target | OpenBLAS unset | verdict | OpenBLAS environment | verdict |" in report
+    assert "## OpenBLAS environment: OPENBLAS_CORETYPE unset, OPENBLAS_L2_SIZE=262144" in report
     assert (out / "quick-growth.png").exists() or "plot was skipped" in report
 
 
@@ -57,6 +64,9 @@ def test_each_library_ran_in_its_own_process_on_its_track(quick_run):
     assert all(info["threadpools"] for info in workers.values())   # the BLAS kernel is named
     timed = results["settings"][0]["configs"]["tiny"]["train"]
     assert all(len(times) == timed["rounds"] for times in timed["times"].values())
+    second = results["settings"][1]
+    assert second["label"] == "environment" and "plain" not in second["workers"]
+    assert set(second["configs"]["tiny"]) == {"train", "forward"}
 
 
 def test_openblas_settings_unset_removes_both_variables():
