@@ -22,7 +22,7 @@ def worker_rows(setting):
         else:
             extra = (f"npformer {info['npformer']} from {info['npformer_path']}, track "
                      f"{info['track']}, fast twins registered: {info['fast_twins']}")
-        rows.append([NAMES[name], pools, extra])
+        rows.append([NAMES[name], pools, f"Python {info['python']}, numpy {info['numpy']}; {extra}"])
     return rows
 
 
