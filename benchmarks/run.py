@@ -74,7 +74,7 @@ def run(options, log, output, stem):
     """Measure every setting; returns the results dict (JSON-ready)."""
     start = time.perf_counter()
     run_facts = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                 "commit": git_commit(ROOT), "command": "python -m benchmarks " + " ".join(sys.argv[1:]),
+                 "commit": git_commit(ROOT), "command": " ".join(["python -m benchmarks", *sys.argv[1:]]),
                  "cpu": cpu_model(), "cores": os.cpu_count(), "threads": options.threads,
                  "warmup": options.plan.warmup, "load_start": load_average()}
     settings = openblas_settings(dict(os.environ))
