@@ -1,4 +1,4 @@
-"""Entry point: ``python -m benchmarks [--quick] [--configs ...] [--repeats N]``."""
+"""Entry point: ``python -m benchmarks [--quick] [--configs ...] [--threads N] [--no-growth]``."""
 import sys
 
 from benchmarks.run import main

@@ -138,37 +138,60 @@ class TorchLM(nn.Module):
 
 
 def build(cfg):
-    """A TorchLM from a benchmark config dict (see benchmarks.run.CONFIGS)."""
+    """A TorchLM from a benchmark config dict (see benchmarks.specs.CONFIGS)."""
     torch.manual_seed(0)
     return TorchLM(cfg["vocab"], cfg["d"], cfg["layers"], cfg["heads"], cfg["seq"],
                    cfg.get("kv_heads"), cfg.get("llama", False))
 
 
 class TorchRunner:
-    """One training step (forward, cross-entropy, backward, AdamW) or a forward alone."""
+    """A model, its AdamW and one batch: the three timed workloads of a config."""
 
-    def __init__(self, cfg, threads):
-        torch.set_num_threads(threads)
+    def __init__(self, cfg, threads=None):
+        if threads is not None:
+            torch.set_num_threads(threads)
         self.model = build(cfg)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, weight_decay=0.01)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, weight_decay=0.01)
         g = torch.Generator().manual_seed(1)
         self.ids = torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"]), generator=g)
         self.targets = torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"]), generator=g)
         self.vocab = cfg["vocab"]
 
-    def train_step(self):
-        self.opt.zero_grad(set_to_none=True)
+    def train_no_opt(self):
+        """Zero the gradients, forward, cross-entropy, backward."""
+        self.optimizer.zero_grad(set_to_none=True)
         logits = self.model(self.ids)
         loss = F.cross_entropy(logits.view(-1, self.vocab), self.targets.view(-1))
         loss.backward()
-        self.opt.step()
         return loss.item()
 
+    def train(self):
+        """The training step: train_no_opt, then one AdamW update."""
+        loss = self.train_no_opt()
+        self.optimizer.step()
+        return loss
+
     def forward(self):
+        """Inference: the logits under ``torch.no_grad()`` (no graph kept)."""
         with torch.no_grad():
             return self.model(self.ids)
 
 
-def num_parameters(model):
-    return sum(p.numel() for p in model.parameters())
+def make_workload(spec):
+    """(call, before_round, facts) for a workload spec: train, train_no_opt or forward."""
+    kind = spec["kind"]
+    if kind not in ("train", "train_no_opt", "forward"):
+        raise ValueError(f"kind: the PyTorch reference runs train, train_no_opt or forward, got {kind!r}")
+    runner = TorchRunner(spec["cfg"])
+    return getattr(runner, kind), None, lambda: {"params": num_parameters(runner.model)}
 
+
+def random_square_pair(n):
+    """Two float32 [n, n] tensors for the GEMM peak (``benchmarks.worker.gemm_peak``)."""
+    g = torch.Generator().manual_seed(n)
+    return torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+
+
+def num_parameters(model):
+    """Parameters counted once each (a tied weight once)."""
+    return sum(p.numel() for p in model.parameters())
