@@ -22,6 +22,9 @@ def worker_rows(setting):
         else:
             extra = (f"npformer {info['npformer']} from {info['npformer_path']}, track "
                      f"{info['track']}, fast twins registered: {info['fast_twins']}")
+            if "cores" in info:
+                extra += (f", fast kernels on {info['cores']} core(s)"
+                          + (", freed memory kept for reuse" if info.get("keep_freed_memory") else ""))
         rows.append([NAMES[name], pools, f"Python {info['python']}, numpy {info['numpy']}; {extra}"])
     return rows
 

@@ -28,6 +28,7 @@ import traceback
 from benchmarks.machine import rss, threadpools
 
 _LIMITS = []            # the threadpoolctl limit in force (kept alive for the whole process)
+_FAST_SETUP = {}        # what the fast track's worker switched on
 
 
 def settle(wanted=True, quiet_for=0.01, limit=0.3):
@@ -69,6 +70,12 @@ def start_library(library, track, threads):
         import npformer
         npformer.use_track(track)
     _LIMITS.append(threadpool_limits(threads))
+    if library != "torch" and track == "fast":
+        # the fast track as npformer train runs it: its own row blocks on every core (BLAS
+        # then one thread per call) and freed memory kept for reuse
+        import npformer.fast
+        npformer.fast.use_cores(threads)
+        _FAST_SETUP["keep_freed_memory"] = npformer.fast.keep_freed_memory()
 
 
 def library_info(library):
@@ -93,6 +100,9 @@ def library_info(library):
         twins = getattr(tracks, "twins", dict)
         info.update(npformer=npformer.__version__, npformer_path=os.path.dirname(npformer.__file__),
                     track=npformer.current_track(), fast_twins=len(twins()))
+        fast = importlib.import_module("npformer.fast")
+        if hasattr(fast, "cores"):
+            info.update(cores=fast.cores(), **_FAST_SETUP)
     return info
 
 

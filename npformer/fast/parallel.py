@@ -17,7 +17,7 @@ import contextlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-_state = {"cores": 1, "pool": None, "blas_limit": None, "min_work": 1 << 15}
+_state = {"cores": 1, "pool": None, "blas_limit": None, "min_work": 1 << 17}
 
 
 def available_cores():
@@ -33,10 +33,10 @@ def cores():
     return _state["cores"]
 
 
-def use_cores(n, min_work=1 << 15):
+def use_cores(n, min_work=1 << 17):
     """Split the fast kernels' work over ``n`` cores (1: no threads); returns the previous count.
 
-    ``min_work``: a block gets at least this many elements of work (about 30 microseconds
+    ``min_work``: a block gets at least this many elements of work (about 0.1 milliseconds
     of elementwise arithmetic: less is not worth handing to a thread).
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -59,7 +59,7 @@ def use_cores(n, min_work=1 << 15):
 
 
 @contextlib.contextmanager
-def on_cores(n, min_work=1 << 15):
+def on_cores(n, min_work=1 << 17):
     """``use_cores(n, min_work)`` inside a ``with`` block only."""
     previous, previous_work = _state["cores"], _state["min_work"]
     use_cores(n, min_work)
