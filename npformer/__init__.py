@@ -9,7 +9,7 @@ from .attention import (DotProductAttention, MultiHeadAttention, attention_backw
                         scaled_dot_product_attention, sliding_window_mask)
 from .block import BlockConfig, PostNormBlock, PreNormBlock, build_block
 from .embedding import Embedding, Embeddings, LearnedPositions, SinusoidalPositions, sinusoid_table
-from .ffn import FFN, SwiGLU
+from .ffn import FFN, SwiGLU, swiglu_gate_backward, swiglu_gate_forward
 from .functional import (FUNCTION_PAIRS, gelu_backward, gelu_forward, gelu_tanh_backward,
                          gelu_tanh_forward, log_softmax_backward, log_softmax_forward,
                          relu_backward, relu_forward, silu_backward, silu_forward, softmax,

@@ -4,8 +4,8 @@ FFN(x)    = act(x W1 + b1) W2 + b2              (act: ReLU, GELU or its tanh for
 SwiGLU(x) = (SiLU(x W_gate) * (x W_up)) W_down  (a gated variant, Llama-style)
 Without the activation the two projections would collapse into one: x W1 W2.
 
-Backward of SwiGLU, with g = SiLU(x W_gate), u = x W_up and h = g * u:
-    d_h = d_y W_down^T;   d_g = d_h * u;   d_u = d_h * g
+Backward of SwiGLU, with s = SiLU(x W_gate), u = x W_up and h = s * u (the gate):
+    d_h = d_y W_down^T;   d_s = d_h * u;   d_u = d_h * s
 and x receives the sum of what its two projections send back.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 from .functional import ACTIVATIONS, silu_backward, silu_forward
 from .linear import Linear
 from .module import Cache, Module
+from .track import fast_twin
 from .validate import check_choice
 
 
@@ -54,13 +55,43 @@ class FFN(Module):
 
 
 @dataclass(frozen=True)
+class GateCache(Cache):
+    gated: np.ndarray    # SiLU(g)
+    value: np.ndarray    # u
+    silu: Cache
+
+
+@fast_twin
+def swiglu_gate_forward(g, u):
+    """The gate of SwiGLU: h = SiLU(g) * u, the value u scaled by SiLU of the gate input g."""
+    gated, silu = silu_forward(g)
+    return gated * u, GateCache(gated, u, silu)
+
+
+@fast_twin
+def swiglu_gate_backward(d_out, cache):
+    """-> (d_g, d_u)."""
+    d_u = d_out * cache.gated                               # forward: h = gated * u
+    d_g = silu_backward(d_out * cache.value, cache.silu)    # forward: gated = SiLU(g)
+    return d_g, d_u
+
+
+@dataclass(frozen=True)
 class SwiGLUCache(Cache):
     gate: Cache
     up: Cache
-    silu: Cache
-    gated: np.ndarray    # SiLU(x W_gate)
-    value: np.ndarray    # x W_up
+    glu: GateCache       # .gated = SiLU(x W_gate), .value = x W_up
     down: Cache
+
+    @property
+    def gated(self):
+        """SiLU(x W_gate)."""
+        return self.glu.gated
+
+    @property
+    def value(self):
+        """x W_up."""
+        return self.glu.value
 
 
 class SwiGLU(Module):
@@ -76,13 +107,13 @@ class SwiGLU(Module):
         """x [..., d] -> y [..., d]; position-wise like ``FFN`` (``token_mask`` unused)."""
         g, gate = self.gate.forward(x)                       # [..., hidden]
         value, up = self.up.forward(x)
-        gated, silu = silu_forward(g)
-        y, down = self.down.forward(gated * value)           # [..., d]
-        return y, SwiGLUCache(gate, up, silu, gated, value, down)
+        h, glu = swiglu_gate_forward(g, value)               # SiLU(g) * value
+        y, down = self.down.forward(h)                       # [..., d]
+        return y, SwiGLUCache(gate, up, glu, down)
 
     def backward(self, d_out, cache):
-        d_h = self.down.backward(d_out, cache.down)          # forward: y = (gated * value) W_down
-        d_x_up = self.up.backward(d_h * cache.gated, cache.up)
-        d_g = silu_backward(d_h * cache.value, cache.silu)   # forward: gated = SiLU(g)
+        d_h = self.down.backward(d_out, cache.down)          # forward: y = h W_down
+        d_g, d_value = swiglu_gate_backward(d_h, cache.glu)  # forward: h = SiLU(g) * value
+        d_x_up = self.up.backward(d_value, cache.up)
         d_x_gate = self.gate.backward(d_g, cache.gate)
         return d_x_up + d_x_gate                             # x feeds both projections

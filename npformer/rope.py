@@ -19,6 +19,30 @@ from dataclasses import dataclass
 import numpy as np
 
 from .module import Cache, Module
+from .track import fast_twin
+
+
+def pairs(x, layout, rotated):
+    """The two halves (a, b) of every rotated pair in the last axis of x (views)."""
+    if layout == "half":
+        return x[..., : rotated // 2], x[..., rotated // 2: rotated]
+    return x[..., 0:rotated:2], x[..., 1:rotated:2]
+
+
+@fast_twin
+def rotate(x, cos, sin, layout="half", rotated=None):
+    """Each pair (a, b) of x [..., D] turned by its angle: (a cos - b sin, a sin + b cos).
+
+    ``cos``, ``sin`` [..., R/2] broadcast against the pairs; features past ``rotated``
+    (default: all of D) pass through unchanged.
+    """
+    rotated = x.shape[-1] if rotated is None else rotated
+    a, b = pairs(x, layout, rotated)
+    out = x.copy()                          # features past R pass through unrotated
+    out_a, out_b = pairs(out, layout, rotated)
+    out_a[...] = a * cos - b * sin
+    out_b[...] = a * sin + b * cos
+    return out
 
 
 @dataclass(frozen=True)
@@ -52,26 +76,12 @@ class Rotary(Module):
             angle = angle[:, None]              # broadcast over heads
         return np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
 
-    def _pairs(self, x):
-        r = self.rotated
-        if self.layout == "half":
-            return x[..., : r // 2], x[..., r // 2: r]
-        return x[..., 0:r:2], x[..., 1:r:2]
-
-    def _rotate(self, x, cos, sin):
-        a, b = self._pairs(x)
-        out = x.copy()                          # features past R pass through unrotated
-        out_a, out_b = self._pairs(out)
-        out_a[...] = a * cos - b * sin
-        out_b[...] = a * sin + b * cos
-        return out
-
     def forward(self, x, positions):
         if x.shape[-1] != self.head_dim:
             raise ValueError(f"x: expected head width {self.head_dim}, got shape {x.shape}")
         cos, sin = self.tables(positions, x.dtype)
-        return self._rotate(x, cos, sin), RopeCache(cos, sin)
+        return rotate(x, cos, sin, self.layout, self.rotated), RopeCache(cos, sin)
 
     def backward(self, d_out, cache):
         # forward: out = R(angle) x; R^T = R(-angle), so d_x = R(-angle) d_out
-        return self._rotate(d_out, cache.cos, -cache.sin)
+        return rotate(d_out, cache.cos, -cache.sin, self.layout, self.rotated)

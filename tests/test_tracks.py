@@ -13,6 +13,7 @@ from hypothesis import given, strategies as st
 import npformer
 from npformer import track, use_track
 from npformer.fast import on_cores
+from npformer.rope import Rotary, rotate
 from npformer.track import current_track, twins
 
 TOLERANCE = {np.float64: 1e-12, np.float32: 1e-5}
@@ -97,6 +98,10 @@ def _flash(rng, dtype, scale, B, N, d):
     return inputs, {**options, "block_size": int(rng.integers(1, 6))}
 
 
+def _two_like(rng, dtype, scale, B, N, d):
+    return _arrays(rng, dtype, scale, (B, N, d), (B, N, d)), {}
+
+
 def _cross_entropy(rng, dtype, scale, B, N, d):
     targets = rng.integers(0, d, (B, N))
     targets[rng.random((B, N)) < 0.3] = npformer.IGNORE_INDEX
@@ -107,6 +112,7 @@ PAIRS = {
     "softmax": (npformer.softmax_forward, npformer.softmax_backward, _softmax),
     "gelu_tanh": (npformer.gelu_tanh_forward, npformer.gelu_tanh_backward, _elementwise),
     "silu": (npformer.silu_forward, npformer.silu_backward, _elementwise),
+    "swiglu_gate": (npformer.swiglu_gate_forward, npformer.swiglu_gate_backward, _two_like),
     "linear": (npformer.linear_forward, npformer.linear_backward, _linear),
     "layernorm": (npformer.layernorm_forward, npformer.layernorm_backward, _layernorm),
     "rmsnorm": (npformer.rmsnorm_forward, npformer.rmsnorm_backward, _rmsnorm),
@@ -171,6 +177,22 @@ def _check_adamw(seed, dtype, steps, decay):
         assert_same(p, f, dtype, what)
 
 
+@pytest.mark.parametrize("cores", [1, 2])
+@given(seed=seeds, dtype=dtypes, layout=st.sampled_from(["half", "interleaved"]),
+       fraction=st.sampled_from([1.0, 0.5]), per_row=st.booleans(), B=st.integers(1, 3),
+       N=st.integers(1, 6), D=st.sampled_from([4, 8, 12]))
+def test_fast_rotation_equals_plain(cores, seed, dtype, layout, fraction, per_row, B, N, D):
+    rng = np.random.default_rng(seed)
+    rope = Rotary(D, layout=layout, fraction=fraction)
+    positions = rng.integers(0, 50, (B, N)) if per_row else np.arange(N)
+    cos, sin = rope.tables(positions, dtype)
+    x = rng.standard_normal((B, 2, N, D)).astype(dtype)
+    with track("plain"):
+        expected = rotate(x, cos, sin, layout, rope.rotated)
+    with track("fast"), on_cores(cores, min_work=1):
+        assert_same(expected, rotate(x, cos, sin, layout, rope.rotated), dtype, "rotation")
+
+
 def _marked_functions():
     """Every function in npformer marked @fast_twin (it carries a ``twin_key``)."""
     found = {}
@@ -189,6 +211,7 @@ def test_every_marked_function_has_a_twin_and_an_equality_test():
     assert set(marked) == set(twins())                      # no mark without a twin, no stray twin
     tested = {fn.twin_key for forward, backward, _ in PAIRS.values() for fn in (forward, backward)}
     tested.add(npformer.adamw_update.twin_key)
+    tested.add(rotate.twin_key)
     assert set(marked) == tested
 
 

@@ -6,7 +6,7 @@ import numpy as np
 from ..attention import MultiHeadAttention, attention_backward, attention_forward, causal_mask, padding_mask
 from ..block import BlockConfig, build_block
 from ..embedding import Embedding, Embeddings, LearnedPositions
-from ..ffn import FFN, SwiGLU
+from ..ffn import FFN, SwiGLU, swiglu_gate_backward, swiglu_gate_forward
 from ..flash_attention import flash_attention_backward, flash_attention_forward
 from ..functional import FUNCTION_PAIRS, softmax_backward, softmax_forward
 from ..linear import Linear, linear_backward, linear_forward
@@ -81,6 +81,12 @@ def _(rng, size):
                dict(causal=False, block_size=3)][size]
     return ((flash_attention_forward, flash_attention_backward),
             (normal(rng, B, H, N, D), normal(rng, B, H_kv, N, D), normal(rng, B, H_kv, N, D)), options)
+
+
+@case("swiglu_gate")
+def _(rng, size):
+    B, N, d, H = shape(size)
+    return (swiglu_gate_forward, swiglu_gate_backward), (2 * normal(rng, B, N, d), normal(rng, B, N, d)), {}
 
 
 @case("cross_entropy")

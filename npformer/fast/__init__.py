@@ -6,6 +6,6 @@ same numbers with speed idioms the plain files leave out: in-place and ``out=`` 
 grouped GEMMs, reused buffers, blockwise tiling. ``npformer.track`` chooses which one
 runs; ``tests/test_tracks.py`` holds every pair equal.
 """
-from . import attention, flash_attention, functional, linear, loss, norm, optim  # noqa: F401
+from . import attention, ffn, flash_attention, functional, linear, loss, norm, optim, rope  # noqa: F401
 from .memory import keep_freed_memory  # noqa: F401
 from .parallel import available_cores, cores, on_cores, use_cores  # noqa: F401
