@@ -28,5 +28,6 @@ def exponent(sizes, times):
 
 
 def reference_peak(setting):
-    """The numpy GEMM peak of the run: the best of the fast worker's two measurements."""
+    """The numpy GEMM peak of the run: the best of the fast worker's two measurements (BLAS
+    on every thread for these, whatever the worker's own setting)."""
     return max(setting["peak_start"]["fast"], setting["peak_end"]["fast"])

@@ -144,8 +144,8 @@ def timed_round(call, before_round, calls):
 class Server:
     """The command loop's state: this worker's library and its live workloads."""
 
-    def __init__(self, library):
-        self.library = library
+    def __init__(self, library, threads):
+        self.library, self.threads = library, threads
         self.workloads = {}
 
     def handle(self, command):
@@ -178,9 +178,13 @@ class Server:
     def matmul(self, sizes, repeats):
         if self.library == "torch":
             from benchmarks.torch_reference import random_square_pair
-        else:
-            from benchmarks.workloads import random_square_pair
-        return gemm_peak(random_square_pair, sizes, repeats)
+            return gemm_peak(random_square_pair, sizes, repeats)
+        from threadpoolctl import threadpool_limits
+        from benchmarks.workloads import random_square_pair
+        # the machine's numpy peak: BLAS on every thread, even in the fast worker (whose
+        # BLAS otherwise runs one thread per call, its own row blocks using the cores)
+        with threadpool_limits(self.threads, user_api="blas"):
+            return gemm_peak(random_square_pair, sizes, repeats)
 
 
 def serve(library, track, threads):
@@ -189,7 +193,7 @@ def serve(library, track, threads):
     os.dup2(2, 1)           # anything a library prints goes to stderr, not into the protocol
     sys.stdout = sys.stderr
     start_library(library, track, threads)
-    server = Server(library)
+    server = Server(library, threads)
     for line in sys.stdin:
         command = json.loads(line)
         try:

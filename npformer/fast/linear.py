@@ -27,7 +27,7 @@ def linear_forward(x, weight, bias=None):
         np.matmul(rows[s], weight, out=y[s])
         if bias is not None:
             y[s] += bias
-    run_blocks(work, len(rows), d_in * d_out // 8)
+    run_blocks(work, len(rows), d_in * d_out // 32)
     return y.reshape(x.shape[:-1] + (d_out,)), LinearCache(x, weight, bias is not None)
 
 
@@ -39,8 +39,8 @@ def linear_backward(d_out, cache):
     x_rows, d_rows = x.reshape(-1, d_in), d_out.reshape(-1, width)
     d_x = np.empty((len(d_rows), d_in), d_rows.dtype)
     d_weight = np.empty((d_in, width), d_rows.dtype)
-    run_blocks(lambda s: np.matmul(d_rows[s], weight.T, out=d_x[s]), len(d_rows), d_in * width // 8)
+    run_blocks(lambda s: np.matmul(d_rows[s], weight.T, out=d_x[s]), len(d_rows), d_in * width // 32)
     run_blocks(lambda s: np.matmul(x_rows[:, s].T, d_rows, out=d_weight[s]), d_in,
-               len(d_rows) * width // 8)
+               len(d_rows) * width // 32)
     d_bias = np.ones(len(d_rows), d_rows.dtype) @ d_rows if cache.has_bias else None
     return d_x.reshape(x.shape), d_weight, d_bias

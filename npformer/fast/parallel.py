@@ -82,7 +82,7 @@ def run_blocks(work, n_rows, row_work=1):
     returns the results in block order. The calling thread takes the first block.
 
     ``row_work``: elements of elementwise work one row costs (a row of a matrix product
-    with an [a, b] matrix counts about a * b / 8: BLAS does several multiply-adds in the
+    with an [a, b] matrix counts about a * b / 32: BLAS does dozens of multiply-adds in the
     time of one elementwise operation)."""
     parts = blocks(n_rows, row_work)
     if len(parts) == 1:
