@@ -5,7 +5,8 @@
 - 1/sqrt(D) multiplies q (N x D numbers) instead of the scores (N x M).
 - The mask is written into the score table itself and the softmax runs in place.
 - Backward: the softmax's row dot by einsum, then in place; the scale applied to dq, dk.
-- The batch is cut into blocks computed at once on the cores (``parallel.run_blocks``).
+- The batch (or, for a single sequence, the key/value heads) is cut into blocks computed
+  at once on the cores (``parallel.run_blocks``).
 """
 from __future__ import annotations
 
@@ -22,9 +23,20 @@ from .functional import softmax_inplace
 from .parallel import run_blocks
 
 
-def _batch_rows(mask, s):
-    """The rows of a mask broadcasting to [B, ...] that belong to batch block ``s``."""
-    return mask if mask.ndim < 4 or mask.shape[0] == 1 else mask[s]
+def _blocks_over(B, H_kv, G, row_work, work):
+    """Run ``work(batch, kv_heads, q_heads)`` (three slices) over blocks of the batch, or of
+    the key/value heads when there is a single sequence."""
+    if B > 1 or H_kv == 1:
+        run_blocks(lambda s: work(s, slice(None), slice(None)), B, H_kv * row_work)
+    else:
+        run_blocks(lambda s: work(slice(None), s, slice(s.start * G, s.stop * G)), H_kv, row_work)
+
+
+def _mask_block(mask, batch, q_heads):
+    """The part of a mask broadcasting to [B, H, N, M] that belongs to one block."""
+    if mask.ndim < 4:
+        return mask
+    return mask[batch if mask.shape[0] > 1 else slice(None), q_heads if mask.shape[1] > 1 else slice(None)]
 
 
 @twin_of(plain.attention_forward)
@@ -37,16 +49,17 @@ def attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None)
     weights = np.empty((B, H, N, M), q.dtype)
     out = np.empty((B, H, N, v.shape[3]), q.dtype)
 
-    def work(s):
-        nb = len(range(B)[s])
-        grouped = (q[s] * q.dtype.type(scale)).reshape(nb, H_kv, G * N, D)
-        block = weights[s]                                       # [nb, H, N, M], contiguous
-        np.matmul(grouped, k[s].swapaxes(-1, -2), out=block.reshape(nb, H_kv, G * N, M))
+    def work(batch, kv_heads, q_heads):
+        qb, kb, vb = q[batch, q_heads], k[batch, kv_heads], v[batch, kv_heads]
+        nb, nh = kb.shape[:2]
+        block = weights[batch, q_heads]          # contiguous: a whole batch row, or B = 1
+        np.matmul((qb * q.dtype.type(scale)).reshape(nb, nh, G * N, D), kb.swapaxes(-1, -2),
+                  out=block.reshape(nb, nh, G * N, M))
         if mask is not None:
-            np.copyto(block, q.dtype.type(-np.inf), where=~_batch_rows(mask, s))
+            np.copyto(block, q.dtype.type(-np.inf), where=~_mask_block(mask, batch, q_heads))
         softmax_inplace(block)                                   # scores become the weights
-        out[s] = (block.reshape(nb, H_kv, G * N, M) @ v[s]).reshape(nb, H, N, -1)
-    run_blocks(work, B, row_work=H * N * M)
+        out[batch, q_heads] = (block.reshape(nb, nh, G * N, M) @ vb).reshape(nb, nh * G, N, -1)
+    _blocks_over(B, H_kv, G, G * N * M, work)
     return out, AttentionCache(q, k, v, SoftmaxCache(weights, -1), scale)
 
 
@@ -58,19 +71,19 @@ def attention_backward(d_out, cache):
     H_kv, M = k.shape[1], k.shape[2]
     G = H // H_kv
     scale = q.dtype.type(cache.scale)
-    d_q, d_k, d_v = np.empty_like(q, order="C"), np.empty_like(k, order="C"), np.empty_like(v, order="C")
+    d_q, d_k, d_v = np.empty(q.shape, q.dtype), np.empty(k.shape, k.dtype), np.empty(v.shape, v.dtype)
 
-    def work(s):
-        nb = len(range(B)[s])
-        d_out_g = d_out[s].reshape(nb, H_kv, G * N, -1)
-        weights_g = weights[s].reshape(nb, H_kv, G * N, M)
-        d_v[s] = weights_g.swapaxes(-1, -2) @ d_out_g            # [nb, H_kv, M, Dv]
-        d_scores = d_out_g @ v[s].swapaxes(-1, -2)               # d_weights [nb, H_kv, G*N, M]
+    def work(batch, kv_heads, q_heads):
+        kb, vb = k[batch, kv_heads], v[batch, kv_heads]
+        nb, nh = kb.shape[:2]
+        d_out_g = d_out[batch, q_heads].reshape(nb, nh, G * N, -1)
+        weights_g = weights[batch, q_heads].reshape(nb, nh, G * N, M)
+        d_v[batch, kv_heads] = weights_g.swapaxes(-1, -2) @ d_out_g          # [nb, nh, M, Dv]
+        d_scores = d_out_g @ vb.swapaxes(-1, -2)                 # d_weights [nb, nh, G*N, M]
         d_scores -= np.einsum("...j,...j->...", d_scores, weights_g)[..., None]
         d_scores *= weights_g                                    # d(scores), before the scale
-        d_q[s] = (d_scores @ k[s]).reshape(nb, H, N, D)
-        d_q[s] *= scale
-        d_k[s] = d_scores.swapaxes(-1, -2) @ q[s].reshape(nb, H_kv, G * N, D)
-        d_k[s] *= scale
-    run_blocks(work, B, row_work=2 * H * N * M)
+        d_q[batch, q_heads] = (d_scores @ kb).reshape(nb, nh * G, N, D) * scale
+        d_k[batch, kv_heads] = (d_scores.swapaxes(-1, -2)
+                                @ q[batch, q_heads].reshape(nb, nh, G * N, D)) * scale
+    _blocks_over(B, H_kv, G, 2 * G * N * M, work)
     return d_q, d_k, d_v
