@@ -70,8 +70,8 @@ def test_workspace_is_the_plain_files_minus_the_bodies_to_write(tmp_path):
 def test_stub_names_the_exercise_and_the_tutorial_section(tmp_path):
     workspace = write_workspace(tmp_path / "ws", only=["attention"])
     stub = _stub_text(_functions(workspace.path("attention.py"))["attention_backward"])
-    assert stub.startswith("exercise 05 (scaled dot-product attention; tutorial part 1 ")
-    assert "§六" in stub and stub.endswith("write attention_backward")
+    assert stub.startswith("exercise 05 (scaled dot-product attention; tutorial part 1, ")
+    assert "§6" in stub and stub.endswith("write attention_backward")
     with open(workspace.path("README.md"), encoding="utf-8") as f:
         readme = f.read()
     assert "| 05 | attention" in readme and "01 softmax" in readme      # what it builds on
