@@ -11,7 +11,8 @@ from .common import positive_number
 def run_all(sizes=(0, 1, 2), tol=1e-6, out=print):
     """Check every case at every size; print a table; return {name: worst relative error}."""
     worst = {}
-    out(f"{'component':24} {'tensors':>8} {'worst rel. error':>17}  worst tensor")
+    width = max(len(name) for name in list(CASES) + missing_cases() + ["component"])
+    out(f"{'component':{width}} {'tensors':>8} {'worst rel. error':>17}  worst tensor")
     for name, builder in CASES.items():
         err, where, count = 0.0, "", 0
         for size in sizes:
@@ -21,9 +22,9 @@ def run_all(sizes=(0, 1, 2), tol=1e-6, out=print):
             if report.worst is not None and report.max_rel_error >= err:
                 err, where = report.max_rel_error, report.worst.name
         worst[name] = err
-        out(f"{name:24} {count:8d} {err:17.2e}  {where}{'' if err <= tol else '  FAIL'}")
+        out(f"{name:{width}} {count:8d} {err:17.2e}  {where}{'' if err <= tol else '  FAIL'}")
     for name in missing_cases():
-        out(f"{name:24}   no gradient check registered  FAIL")
+        out(f"{name:{width}}   no gradient check registered  FAIL")
     return worst
 
 
