@@ -117,6 +117,8 @@ def combine_masks(mask, causal, window, n, m):
 # -- scaled dot-product attention ----------------------------------------------------
 @dataclass(frozen=True)
 class AttentionCache(Cache):
+    """What attention_forward keeps for its backward: the inputs and the weights."""
+
     q: np.ndarray            # [B, H, N, D]
     k: np.ndarray            # [B, H_kv, M, D]
     v: np.ndarray            # [B, H_kv, M, Dv]
@@ -206,6 +208,8 @@ class DotProductAttention:
 # -- multi-head attention --------------------------------------------------------------
 @dataclass(frozen=True)
 class MultiHeadCache(Cache):
+    """The caches of a multi-head call: projection, rotations, the kernel's, output projection."""
+
     qkv: Cache
     q_rope: Cache | None
     k_rope: Cache | None
@@ -277,6 +281,7 @@ class MultiHeadAttention(Module):
         return y, MultiHeadCache(qkv_cache, q_rope, k_rope, attn, out, kv is not None)
 
     def backward(self, d_out, cache):
+        """d_x from d_out; adds into the Q/K/V and output projections' gradients."""
         if cache.cached_decode:
             raise NotImplementedError("backward through a KV-cached decode step is not "
                                       "supported: the KV cache is for inference")

@@ -33,6 +33,8 @@ ATTENTION_KERNELS = {"plain": DotProductAttention, "flash": BlockwiseAttention}
 
 @dataclass(frozen=True)
 class BlockCache(Cache):
+    """The caches of a block's two norms, its attention and its FFN."""
+
     norm1: Cache
     attn: Cache
     norm2: Cache
@@ -53,6 +55,7 @@ class PreNormBlock(Module):
         self.norm1, self.attn, self.norm2, self.ffn = norm1, attn, norm2, ffn
 
     def forward(self, x, mask=None, positions=None, kv=None, token_mask=None):
+        """x [B, N, d] -> (y [B, N, d], cache)."""
         a, norm1 = self.norm1.forward(x)
         attended, attn = self.attn.forward(a, mask, positions, kv)
         h = x + attended                                    # residual 1
@@ -63,6 +66,7 @@ class PreNormBlock(Module):
 
     def backward(self, d_out, cache, d_router=None):
         # forward: y = h + FFN(Norm2(h))
+        """d_x from d_out; ``d_router``: a pooled router loss's gradient for a MoE FFN."""
         d_fed = self._ffn_backward(d_out, cache.ffn, d_router)
         d_h = d_out + self.norm2.backward(d_fed, cache.norm2)
         # forward: h = x + Attn(Norm1(x))
@@ -78,6 +82,7 @@ class PostNormBlock(PreNormBlock):
     """x [B, N, d] -> [B, N, d], normalising after each residual sum (the 2017 layout)."""
 
     def forward(self, x, mask=None, positions=None, kv=None, token_mask=None):
+        """x [B, N, d] -> (y [B, N, d], cache), normalising after each residual."""
         attended, attn = self.attn.forward(x, mask, positions, kv)
         h, norm1 = self.norm1.forward(x + attended)
         fed, ffn = self.ffn.forward(h, token_mask)
@@ -85,6 +90,7 @@ class PostNormBlock(PreNormBlock):
         return y, BlockCache(norm1, attn, norm2, ffn)
 
     def backward(self, d_out, cache, d_router=None):
+        """d_x from d_out, through Norm2, the FFN, Norm1 and the attention."""
         d_sum2 = self.norm2.backward(d_out, cache.norm2)         # forward: y = Norm2(h + FFN(h))
         d_h = d_sum2 + self._ffn_backward(d_sum2, cache.ffn, d_router)
         d_sum1 = self.norm1.backward(d_h, cache.norm1)           # forward: h = Norm1(x + Attn(x))
@@ -141,6 +147,7 @@ class BlockConfig:
 
     @property
     def head_dim(self):
+        """D = d_model / n_heads."""
         return self.d_model // self.n_heads
 
     @property

@@ -21,6 +21,8 @@ from .validate import check_ids, check_padding_idx, check_positions  # noqa: F40
 
 @dataclass(frozen=True)
 class LookupCache(Cache):
+    """The ids a lookup read (backward scatters into those rows)."""
+
     ids: np.ndarray
 
 
@@ -42,11 +44,13 @@ class Embedding(Module):
         self.weight = Parameter(table)
 
     def forward(self, ids):
+        """ids [B, N] -> (rows of the table [B, N, d], cache)."""
         ids = check_ids("ids", ids, self.weight.shape[0])
         return self.weight.data[ids], LookupCache(ids)
 
     def backward(self, d_out, cache):
         # forward: out[b, n] = W[ids[b, n]]; an id read twice receives both gradients
+        """Adds d_out into the rows that were read; returns None (ids have no gradient)."""
         d = self.weight.shape[1]
         ids, d_rows = cache.ids.reshape(-1), d_out.reshape(-1, d)        # [B*N], [B*N, d]
         if self.padding_idx is not None:
@@ -60,6 +64,7 @@ class LearnedPositions(Embedding):
     """positions [N] or [B, N] (integers in [0, max_len)) -> learned vectors [..., d]."""
 
     def forward(self, positions):
+        """positions [N] or [B, N] -> (their learned vectors, cache)."""
         return super().forward(check_positions("positions", positions, self.weight.shape[0]))
 
 
@@ -84,10 +89,12 @@ class SinusoidalPositions(Module):
         self.table = self.table.astype(dtype)
 
     def forward(self, positions):
+        """positions [N] or [B, N] -> (their sinusoid rows, cache)."""
         positions = check_positions("positions", positions, len(self.table))
         return self.table[positions], LookupCache(positions)
 
     def backward(self, d_out, cache):
+        """Nothing to learn and integer positions: None."""
         return None
 
 
@@ -104,6 +111,8 @@ def position_table(kind, max_len, d, rng, std=0.02, dtype=np.float32):
 # -- the input stream -------------------------------------------------------------------
 @dataclass(frozen=True)
 class EmbeddingsCache(Cache):
+    """The caches of the token, segment and position lookups and of the norm."""
+
     tokens: Cache
     segments: Cache | None
     positions: Cache | None

@@ -96,6 +96,7 @@ class EncoderConfig(ConfigDict):
 
     @property
     def use_final_norm(self):
+        """Whether the stack ends in a norm (``final_norm``, or Pre-Norm when it is None)."""
         return self.prenorm if self.final_norm is None else self.final_norm
 
     def block_config(self):
@@ -111,6 +112,8 @@ class EncoderConfig(ConfigDict):
 # -- the encoder ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class EncoderCache(Cache):
+    """The caches of the embeddings, every block and the final norm."""
+
     embed: Cache
     blocks: tuple
     final_norm: Cache | None
@@ -226,6 +229,8 @@ class Encoder(Module):
 # -- BERT's pooler -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PoolerCache(Cache):
+    """What the pooler's backward needs: its Linear's cache, tanh's and the states' shape."""
+
     dense: Cache
     tanh: Cache
     shape: tuple          # the states' shape [B, N, d]
@@ -244,6 +249,7 @@ class Pooler(Linear):
         super().__init__(d, d, True, rng, std, dtype)
 
     def forward(self, states):
+        """states [B, N, d] -> (tanh(states[:, 0] W + b) [B, d], cache)."""
         if not isinstance(states, np.ndarray) or states.ndim != 3:
             raise ValueError(f"states: expected an array [B, N, d], got shape {np.shape(states)}")
         h, dense = super().forward(states[:, 0])                        # [B, d]
@@ -251,6 +257,7 @@ class Pooler(Linear):
         return pooled, PoolerCache(dense, tanh, states.shape)
 
     def backward(self, d_pooled, cache):
+        """d_states [B, N, d] from d_pooled [B, d]: only position 0 gets a gradient."""
         d_h = tanh_backward(d_pooled, cache.tanh)                       # forward: tanh(h)
         d_first = super().backward(d_h, cache.dense)                    # forward: h = s0 W + b
         B, N, d = cache.shape
@@ -261,6 +268,8 @@ class Pooler(Linear):
 # -- mean pooling over real tokens -----------------------------------------------------
 @dataclass(frozen=True)
 class MeanPoolCache(Cache):
+    """The pooling weights: 1 / count at real tokens, 0 at padding."""
+
     weights: np.ndarray   # [B, N]: 1 / count at real tokens, 0 at padding
 
 
@@ -291,6 +300,8 @@ def mean_pool_backward(d_pooled, cache):
 # -- L2 normalisation --------------------------------------------------------------------
 @dataclass(frozen=True)
 class L2NormalizeCache(Cache):
+    """The output, the length it was divided by, and where that length was clamped."""
+
     y: np.ndarray         # the output [..., d]
     length: np.ndarray    # max(|x|, eps), [..., 1]
     clamped: np.ndarray   # |x| < eps, [..., 1]: there y = x / eps, a plain scaling

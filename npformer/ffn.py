@@ -23,6 +23,8 @@ from .validate import check_choice
 
 @dataclass(frozen=True)
 class FFNCache(Cache):
+    """The caches of the two projections and of the activation."""
+
     up: Cache
     act: Cache
     down: Cache
@@ -48,6 +50,7 @@ class FFN(Module):
         return y, FFNCache(up, act, down)
 
     def backward(self, d_out, cache):
+        """d_x from d_out, through W2, the activation and W1."""
         _, act_backward = ACTIVATIONS[self.activation]
         d_a = self.down.backward(d_out, cache.down)          # forward: y = a W2 + b2
         d_h = act_backward(d_a, cache.act)                   # forward: a = act(h)
@@ -56,6 +59,8 @@ class FFN(Module):
 
 @dataclass(frozen=True)
 class GateCache(Cache):
+    """What the gate's backward needs: SiLU(g), u and SiLU's cache."""
+
     gated: np.ndarray    # SiLU(g)
     value: np.ndarray    # u
     silu: Cache
@@ -78,6 +83,8 @@ def swiglu_gate_backward(d_out, cache):
 
 @dataclass(frozen=True)
 class SwiGLUCache(Cache):
+    """The caches of the three projections and of the gate."""
+
     gate: Cache
     up: Cache
     glu: GateCache       # .gated = SiLU(x W_gate), .value = x W_up
@@ -112,6 +119,7 @@ class SwiGLU(Module):
         return y, SwiGLUCache(gate, up, glu, down)
 
     def backward(self, d_out, cache):
+        """d_x from d_out, through W_down, the gate and both projections."""
         d_h = self.down.backward(d_out, cache.down)          # forward: y = h W_down
         d_g, d_value = swiglu_gate_backward(d_h, cache.glu)  # forward: h = SiLU(g) * value
         d_x_up = self.up.backward(d_value, cache.up)

@@ -38,6 +38,8 @@ from .validate import check_mask, check_positive, check_qkv, check_window
 
 @dataclass(frozen=True)
 class FlashAttentionCache(Cache):
+    """What the blockwise backward needs: inputs, output, log-sum-exp per row, settings."""
+
     q: np.ndarray          # [B, H, N, D]
     k: np.ndarray          # [B, H_kv, M, D]
     v: np.ndarray          # [B, H_kv, M, Dv]

@@ -34,6 +34,8 @@ def sum_over_positions(a):
 # -- softmax ------------------------------------------------------------------
 @dataclass(frozen=True)
 class SoftmaxCache(Cache):
+    """The softmax output and the axis it normalised."""
+
     y: np.ndarray
     axis: int
 
@@ -72,6 +74,8 @@ def softmax(x, axis=-1, mask=None):
 # -- log-softmax -----------------------------------------------------------------
 @dataclass(frozen=True)
 class LogSoftmaxCache(Cache):
+    """The probabilities and the axis."""
+
     probs: np.ndarray
     axis: int
 
@@ -93,6 +97,8 @@ def log_softmax_backward(d_out, cache):
 # -- ReLU -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class ActivationCache(Cache):
+    """The activation's input."""
+
     x: np.ndarray
 
 
@@ -136,6 +142,8 @@ GELU_A = 0.044715
 
 @dataclass(frozen=True)
 class GeluTanhCache(Cache):
+    """The input and tanh(u), reused by the backward."""
+
     x: np.ndarray
     t: np.ndarray  # tanh(u), reused by backward
 
@@ -162,6 +170,8 @@ def gelu_tanh_backward(d_out, cache):
 # -- SiLU -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SiluCache(Cache):
+    """The input and sigmoid(x), reused by the backward."""
+
     x: np.ndarray
     s: np.ndarray  # sigmoid(x)
 
@@ -189,6 +199,8 @@ def silu_backward(d_out, cache):
 # -- tanh (BERT's pooler) ------------------------------------------------------------
 @dataclass(frozen=True)
 class TanhCache(Cache):
+    """The output tanh(x), from which the backward's 1 - y^2 comes."""
+
     y: np.ndarray  # tanh(x): the derivative needs only the output
 
 

@@ -36,6 +36,8 @@ from .module import Module
 
 @dataclass
 class TensorCheck:
+    """One tensor's result: name, shape, relative error, worst index, exact or projected."""
+
     name: str
     shape: tuple
     rel_error: float
@@ -52,14 +54,17 @@ class GradcheckReport:
 
     @property
     def worst(self):
+        """The check with the largest relative error (None if there were none)."""
         return max(self.checks, key=lambda c: c.rel_error) if self.checks else None
 
     @property
     def max_rel_error(self):
+        """The largest relative error of any tensor (0.0 if none was checked)."""
         return max((c.rel_error for c in self.checks), default=0.0)
 
     @property
     def ok(self):
+        """True when every relative error is within ``tol``."""
         return self.max_rel_error <= self.tol
 
     def __str__(self):

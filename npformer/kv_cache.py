@@ -18,6 +18,7 @@ class LayerKV:
 
     @property
     def length(self):
+        """Positions cached so far (shared by every layer)."""
         return self.parent.length
 
     def write(self, k_new, v_new):

@@ -22,6 +22,8 @@ from .validate import check_float, check_last_dim
 
 @dataclass(frozen=True)
 class LinearCache(Cache):
+    """The input, the weight (only pointed at) and whether there was a bias."""
+
     x: np.ndarray           # the input [..., d_in]
     weight: np.ndarray      # W [d_in, d_out], only pointed at
     has_bias: bool
@@ -60,11 +62,13 @@ class Linear(Module):
         self.bias = Parameter(np.zeros(d_out, dtype)) if bias else None
 
     def forward(self, x):
+        """x [..., d_in] -> (x W + b [..., d_out], cache)."""
         check_float("x", x, self.weight.dtype)
         check_last_dim("x", x, self.weight.shape[0])
         return linear_forward(x, self.weight.data, None if self.bias is None else self.bias.data)
 
     def backward(self, d_out, cache):
+        """d_x from d_out; adds dW and db into the parameters' gradients."""
         d_x, d_weight, d_bias = linear_backward(d_out, cache)
         self.weight.grad += d_weight
         if self.bias is not None:

@@ -18,6 +18,8 @@ IGNORE_INDEX = -100
 
 @dataclass(frozen=True)
 class CrossEntropyCache(Cache):
+    """The probabilities, the target ids and which of them count."""
+
     probs: np.ndarray     # softmax(logits) [..., V]
     targets: np.ndarray   # [...] the target ids, 0 where not counted
     counted: np.ndarray   # [...] bool: which targets count

@@ -103,6 +103,7 @@ class DecoderConfig(ConfigDict):
 
     @property
     def head_dim(self):
+        """D = d_model / n_heads."""
         return self.d_model // self.n_heads
 
 
@@ -113,9 +114,11 @@ class TiedHead(Module):
         self.weight = embedding.weight
 
     def forward(self, x):
+        """x [..., d] -> (logits x E^T [..., V], cache)."""
         return linear_forward(x, self.weight.data.T)                # [..., V]
 
     def backward(self, d_out, cache):
+        """d_x from d_logits; adds the head's share into the token table's gradient."""
         d_x, d_weight_t, _ = linear_backward(d_out, cache)
         self.weight.grad += d_weight_t.T                             # dE = (x^T dlogits)^T
         return d_x
@@ -123,6 +126,8 @@ class TiedHead(Module):
 
 @dataclass(frozen=True)
 class DecoderCache(Cache):
+    """The caches of one forward, its MoE loss and each router's share of its gradient."""
+
     embed: Cache
     blocks: tuple
     norm: Cache

@@ -36,10 +36,12 @@ class Parameter:
 
     @property
     def shape(self):
+        """The shape of ``data``."""
         return self.data.shape
 
     @property
     def dtype(self):
+        """The dtype of ``data``."""
         return self.data.dtype
 
     def zero_grad(self):
@@ -78,6 +80,7 @@ class Cache:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of every array this record keeps alive (borrowed fields excluded)."""
         return array_nbytes(self)
 
 
@@ -111,9 +114,11 @@ class Module:
     """
 
     def forward(self, *inputs, **options):  # pragma: no cover - interface
+        """inputs -> (output, cache); nothing about the call is stored on the module."""
         raise NotImplementedError
 
     def backward(self, d_out, cache):  # pragma: no cover - interface
+        """Gradients of the inputs from d_out; adds into every parameter's grad."""
         raise NotImplementedError
 
     def __call__(self, *inputs, **options):

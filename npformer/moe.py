@@ -74,6 +74,8 @@ class ExpertCall(Cache):
 
 @dataclass(frozen=True)
 class MoECache(Cache):
+    """What the MoE backward needs: routing, kept weights, each expert's call, statistics."""
+
     router: Cache
     softmax: SoftmaxCache          # .y = probs [T, E]
     chosen: np.ndarray             # [T, k] expert indices, best first

@@ -23,6 +23,8 @@ from .validate import check_float, check_last_dim
 
 @dataclass(frozen=True)
 class NormCache(Cache):
+    """xhat, the reciprocal standard deviation (or RMS) and the gain."""
+
     xhat: np.ndarray    # normalised input [..., d]
     rstd: np.ndarray    # 1 / sqrt(var + eps) or 1 / rms, [..., 1]
     gamma: np.ndarray   # the gain [d], only pointed at
@@ -83,10 +85,12 @@ class LayerNorm(Module):
         self.beta = Parameter(np.zeros(d, dtype))
 
     def forward(self, x):
+        """x [..., d] -> (gamma * xhat + beta, cache)."""
         check_last_dim("x", check_float("x", x, self.gamma.dtype), self.gamma.shape[0])
         return layernorm_forward(x, self.gamma.data, self.beta.data, self.eps)
 
     def backward(self, d_out, cache):
+        """d_x from d_out; adds into gamma's and beta's gradients."""
         d_x, d_gamma, d_beta = layernorm_backward(d_out, cache)
         self.gamma.grad += d_gamma
         self.beta.grad += d_beta
@@ -101,10 +105,12 @@ class RMSNorm(Module):
         self.gamma = Parameter(np.ones(d, dtype))
 
     def forward(self, x):
+        """x [..., d] -> (gamma * x / rms(x), cache)."""
         check_last_dim("x", check_float("x", x, self.gamma.dtype), self.gamma.shape[0])
         return rmsnorm_forward(x, self.gamma.data, self.eps)
 
     def backward(self, d_out, cache):
+        """d_x from d_out; adds into gamma's gradient."""
         d_x, d_gamma = rmsnorm_backward(d_out, cache)
         self.gamma.grad += d_gamma
         return d_x

@@ -72,6 +72,7 @@ class Optimizer:
 
     @property
     def params(self):
+        """The Parameters this optimizer updates, in order."""
         return [p for _, p in self.named]
 
     def zero_grad(self):

@@ -47,6 +47,8 @@ def rotate(x, cos, sin, layout="half", rotated=None):
 
 @dataclass(frozen=True)
 class RopeCache(Cache):
+    """The cos and sin tables of the angles used."""
+
     cos: np.ndarray
     sin: np.ndarray
 
@@ -77,6 +79,7 @@ class Rotary(Module):
         return np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
 
     def forward(self, x, positions):
+        """x [B, H, N, D] rotated at ``positions`` [N] or [B, N] -> (out, cache)."""
         if x.shape[-1] != self.head_dim:
             raise ValueError(f"x: expected head width {self.head_dim}, got shape {x.shape}")
         cos, sin = self.tables(positions, x.dtype)
@@ -84,4 +87,5 @@ class Rotary(Module):
 
     def backward(self, d_out, cache):
         # forward: out = R(angle) x; R^T = R(-angle), so d_x = R(-angle) d_out
+        """d_x: d_out rotated back by the same angles."""
         return rotate(d_out, cache.cos, -cache.sin, self.layout, self.rotated)

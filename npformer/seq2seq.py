@@ -16,89 +16,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import DotProductAttention, padding_mask
+from .attention import padding_mask
 from .block import BlockConfig, build_block, build_norm
+from .cross_attention import CrossAttention, CrossAttentionCache  # noqa: F401  (their old home)
 from .embedding import Embedding, Embeddings, check_padding_idx, position_table
 from .encoder import Encoder, EncoderConfig
 from .functional import sum_over_positions
 from .linear import Linear
 from .model import TiedHead
 from .module import Cache, ConfigDict, Module, Parameter
-from .validate import (check_choice, check_float, check_heads, check_key_mask, check_mask,
-                       check_token_ids)
-
-
-# -- cross-attention -------------------------------------------------------------------
-@dataclass(frozen=True)
-class CrossAttentionCache(Cache):
-    q: Cache
-    kv: Cache
-    attn: Cache
-    out: Cache
-
-    @property
-    def weights(self):
-        """Attention weights [B, H, N, M]: query (target) n over source position m."""
-        return self.attn.weights
-
-
-class CrossAttention(Module):
-    """x [B, N, d] reads memory [B, M, d_memory] -> [B, N, d].
-
-    Q = x Wq (H heads), [K | V] = memory Wkv (H_kv heads each), out = Attn(Q, K, V) Wo.
-    ``mask`` broadcasts to [B, H, N, M]; usually the source padding, [B, 1, 1, M].
-    ``kernel``: the attention kernel, ``DotProductAttention()`` by default (no causal rule:
-    every target position may read every source position).
-    Parameter names: ``q.weight`` [d, H*D], ``kv.weight`` [d_memory, 2*H_kv*D]
-    (columns [K | V]), ``out.weight`` [d, d], and their ``.bias``.
-    """
-
-    def __init__(self, d, n_heads, n_kv_heads=None, d_memory=None, bias=False, rng=None,
-                 dtype=np.float32, out_std=None, kernel=None):
-        n_kv_heads = check_heads(d, n_heads, n_kv_heads)
-        self.kernel = DotProductAttention() if kernel is None else kernel
-        d_memory = d if d_memory is None else d_memory
-        self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d // n_heads
-        self.q = Linear(d, d, bias, rng, dtype=dtype)
-        self.kv = Linear(d_memory, 2 * n_kv_heads * self.head_dim, bias, rng, dtype=dtype)
-        self.out = Linear(d, d, bias, rng, std=out_std, dtype=dtype)
-
-    def forward(self, x, memory, mask=None):
-        check_float("memory", memory, self.kv.weight.dtype)
-        if x.ndim != 3 or memory.ndim != 3 or x.shape[0] != memory.shape[0]:
-            raise ValueError(f"x, memory: expected [B, N, d] and [B, M, d_memory] with the same B, "
-                             f"got shapes {x.shape} and {memory.shape}")
-        B, N, _ = x.shape
-        M = memory.shape[1]
-        H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
-        mask = check_mask(mask, (B, H, N, M))
-        q_flat, q_cache = self.q.forward(x)                                # [B, N, H*D]
-        kv_flat, kv_cache = self.kv.forward(memory)                        # [B, M, 2*H_kv*D]
-        q = q_flat.reshape(B, N, H, D).transpose(0, 2, 1, 3)               # [B, H, N, D]
-        kv = kv_flat.reshape(B, M, 2 * H_kv, D).transpose(0, 2, 1, 3)      # [B, 2 H_kv, M, D]
-        k, v = kv[:, :H_kv], kv[:, H_kv:]
-        mixed, attn_cache = self.kernel.forward(q, k, v, mask)             # [B, H, N, D]
-        merged = mixed.transpose(0, 2, 1, 3).reshape(B, N, H * D)
-        y, out_cache = self.out.forward(merged)
-        return y, CrossAttentionCache(q_cache, kv_cache, attn_cache, out_cache)
-
-    def backward(self, d_out, cache):
-        """-> (d_x, d_memory)."""
-        d_merged = self.out.backward(d_out, cache.out)                     # [B, N, H*D]
-        B, N, _ = d_merged.shape
-        H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
-        d_mixed = d_merged.reshape(B, N, H, D).transpose(0, 2, 1, 3)
-        dq, dk, dv = self.kernel.backward(d_mixed, cache.attn)
-        M = dk.shape[2]
-        d_kv = np.concatenate([dk, dv], axis=1).transpose(0, 2, 1, 3)      # [B, M, 2 H_kv, D]
-        d_memory = self.kv.backward(d_kv.reshape(B, M, 2 * H_kv * D), cache.kv)
-        d_x = self.q.backward(dq.transpose(0, 2, 1, 3).reshape(B, N, H * D), cache.q)
-        return d_x, d_memory
+from .validate import check_choice, check_float, check_key_mask, check_token_ids
 
 
 # -- the decoder layer ------------------------------------------------------------------
 @dataclass(frozen=True)
 class EncoderDecoderBlockCache(Cache):
+    """The caches of the three norms, both attentions and the FFN."""
+
     norm1: Cache
     attn: Cache
     cross_norm: Cache
@@ -123,6 +57,7 @@ class EncoderDecoderBlock(Module):
         self.prenorm = prenorm
 
     def forward(self, x, memory, mask=None, memory_mask=None):
+        """x [B, N, d] and memory [B, M, d] -> (y [B, N, d], cache)."""
         if self.prenorm:
             a, norm1 = self.norm1.forward(x)
             attended, attn = self.attn.forward(a, mask)
@@ -230,6 +165,7 @@ class Seq2SeqConfig(ConfigDict):
 
     @property
     def use_final_norm(self):
+        """Whether the decoder ends in a norm (``final_norm``, or Pre-Norm when it is None)."""
         return self.prenorm if self.final_norm is None else self.final_norm
 
     def encoder_config(self):
@@ -267,6 +203,8 @@ def build_decoder_block(config, rng, dtype):
 # -- the model ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DecodeCache(Cache):
+    """The caches of the decoder side: embeddings, blocks, final norm, head."""
+
     embed: Cache
     blocks: tuple
     final_norm: Cache | None
@@ -279,6 +217,8 @@ class DecodeCache(Cache):
 
 @dataclass(frozen=True)
 class EncoderDecoderCache(Cache):
+    """The encoder's cache and the decoder's."""
+
     encoder: Cache
     decoder: DecodeCache
 

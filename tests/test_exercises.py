@@ -52,7 +52,7 @@ def test_every_exercise_names_real_functions_and_cases():
 def test_workspace_is_the_plain_files_minus_the_bodies_to_write(tmp_path):
     workspace = write_workspace(tmp_path / "ws")
     to_write = {spec for e in workspace.exercises for spec in e.functions()}
-    assert len(workspace.files) == 15 and "kv_cache.py" not in workspace.files   # kv-cache: forward only
+    assert len(workspace.files) == 16 and "kv_cache.py" not in workspace.files   # kv-cache: forward only
     for name in workspace.files:
         mine, library = _functions(workspace.path(name)), _functions(os.path.join(library_dir(), name))
         assert set(mine) == set(library)

@@ -55,11 +55,13 @@ class PooledEncoder(Module):
         self.encoder = encoder
 
     def forward(self, ids, key_mask=None, segments=None):
+        """The encoder's pooler_output."""
         states, cache = self.encoder.forward(ids, key_mask, segments)
         pooled, pool_cache = self.encoder.pooler.forward(states)
         return pooled, (cache, pool_cache)
 
     def backward(self, d_pooled, caches):
+        """The encoder's backward from the pooler_output's gradient."""
         cache, pool_cache = caches
         return self.encoder.backward(self.encoder.pooler.backward(d_pooled, pool_cache), cache)
 

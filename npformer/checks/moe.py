@@ -27,6 +27,8 @@ MIN_MARGIN = 1e-3
 
 @dataclass(frozen=True)
 class WithAuxCache(Cache):
+    """The wrapped target's cache and its output's shape."""
+
     inner: Cache
     shape: tuple
 
@@ -45,10 +47,12 @@ class WithAuxLoss(Module):
         self.target = target
 
     def forward(self, *inputs, **options):
+        """The target's output, flattened, with its aux loss appended."""
         out, cache = self.target.forward(*inputs, **options)
         return np.append(out.ravel(), cache.aux_loss), WithAuxCache(cache, out.shape)
 
     def backward(self, d_out, cache):
+        """The target's backward; the last upstream entry must be the layers' aux weight."""
         if any(not np.isclose(w, d_out[-1], rtol=0, atol=1e-15) for w in aux_weights(self.target)):
             raise ValueError(f"d_out: its last entry (the aux loss's upstream) must equal the layers' "
                              f"aux_weight {aux_weights(self.target)}, got {d_out[-1]}")

@@ -13,6 +13,7 @@ from .common import UsageError
 
 
 def names(text):
+    """Exercise names from a comma- or space-separated option value."""
     return [name for name in (text or "").replace(",", " ").split() if name]
 
 
