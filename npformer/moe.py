@@ -145,7 +145,6 @@ class MoE(Module):
         E, k = self.n_experts, self.top_k
         d = x.shape[-1]
         flat = x.reshape(-1, d)                                       # [T, d]
-        T = len(flat)
         logits, router = self.router.forward(flat)                    # [T, E]
         probs, softmax = softmax_forward(logits)                      # [T, E]
         # top-k per token; a stable sort sends ties to the lower expert index

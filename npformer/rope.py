@@ -20,10 +20,15 @@ import numpy as np
 
 from .module import Cache, Module
 from .track import fast_twin
+from .validate import check_choice
+
+
+LAYOUTS = ("half", "interleaved")
 
 
 def pairs(x, layout, rotated):
     """The two halves (a, b) of every rotated pair in the last axis of x (views)."""
+    check_choice("layout", layout, LAYOUTS)
     if layout == "half":
         return x[..., : rotated // 2], x[..., rotated // 2: rotated]
     return x[..., 0:rotated:2], x[..., 1:rotated:2]
@@ -56,12 +61,11 @@ class RopeCache(Cache):
 class Rotary(Module):
     """Applies RoPE to x [B, H, N, D] at integer positions [N] or [B, N]; no parameters."""
 
-    LAYOUTS = ("half", "interleaved")
+    LAYOUTS = LAYOUTS
 
     def __init__(self, head_dim, theta=10000.0, layout="half", fraction=1.0):
         rotated = 2 * (int(head_dim * fraction) // 2)          # pairs: an even count
-        if layout not in self.LAYOUTS:
-            raise ValueError(f"layout: expected one of {self.LAYOUTS}, got {layout!r}")
+        check_choice("layout", layout, LAYOUTS)
         if rotated < 2:
             raise ValueError(f"fraction: rotates {rotated} features of head_dim {head_dim}; need at least 2")
         self.head_dim, self.theta, self.layout, self.rotated = head_dim, theta, layout, rotated

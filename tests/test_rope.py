@@ -167,3 +167,10 @@ def test_bad_arguments_name_themselves():
         Rotary(8, fraction=0.1)
     with pytest.raises(ValueError, match="x: expected head width 8"):
         Rotary(8).forward(np.zeros((1, 1, 2, 6)), np.arange(2))
+
+
+def test_an_unknown_pair_layout_is_a_clear_error():
+    from npformer.rope import rotate
+    x = np.ones((1, 1, 2, 4))
+    with pytest.raises(ValueError, match=r"layout: expected one of \('half', 'interleaved'\), got 'pairs'"):
+        rotate(x, np.ones((2, 2)), np.zeros((2, 2)), layout="pairs")

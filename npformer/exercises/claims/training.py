@@ -44,5 +44,5 @@ def _(L, R):
     if accuracy < TARGET:
         raise ClaimFailed(f"held-out accuracy {accuracy:.1%} after {STEPS} steps ({seconds:.0f} s): "
                           f"grade the exercises it builds on first")
-    slow = f"; more than a minute: a Python loop over positions or heads?" if seconds > MINUTE else ""
+    slow = "; more than a minute: a Python loop over positions or heads?" if seconds > MINUTE else ""
     return f"held-out accuracy {accuracy:.1%}, trained and evaluated in {seconds:.1f} s on CPU{slow}"
