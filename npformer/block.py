@@ -13,7 +13,7 @@ RoPE, attention kernel, experts); the three model configs produce one, and
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -144,6 +144,13 @@ class BlockConfig:
                                or not 1 <= self.top_k <= self.n_experts):
             raise ValueError(f"top_k: expected an integer in [1, n_experts={self.n_experts}], "
                              f"got {self.top_k!r}")
+
+    @classmethod
+    def from_config(cls, config, **overrides):
+        """The recipe of a model config's layers: every field of the same name, then
+        ``overrides`` (what the model decides itself: causality, RoPE, the depth)."""
+        shared = {f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)}
+        return cls(**{**shared, **overrides})
 
     @property
     def head_dim(self):

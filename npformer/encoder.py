@@ -101,12 +101,7 @@ class EncoderConfig(ConfigDict):
 
     def block_config(self):
         """The ``BlockConfig`` of every layer: the layer recipe, bidirectional (no causal rule)."""
-        return BlockConfig(
-            d_model=self.d_model, n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
-            n_layers=self.n_layers, norm=self.norm, norm_eps=self.norm_eps, ffn=self.ffn,
-            ffn_hidden=self.ffn_hidden, ffn_bias=self.ffn_bias, attn_bias=self.attn_bias,
-            prenorm=self.prenorm, causal=False, rope=self.positions == "rope",
-            rope_theta=self.rope_theta, init_std=self.init_std)
+        return BlockConfig.from_config(self, causal=False, rope=self.positions == "rope")
 
 
 # -- the encoder ----------------------------------------------------------------------

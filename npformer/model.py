@@ -92,14 +92,7 @@ class DecoderConfig(ConfigDict):
 
     def block_config(self):
         """The ``BlockConfig`` of every layer of this decoder."""
-        return BlockConfig(
-            d_model=self.d_model, n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
-            n_layers=self.n_layers, norm=self.norm, norm_eps=self.norm_eps, ffn=self.ffn,
-            ffn_hidden=self.ffn_hidden, ffn_bias=self.ffn_bias, attn_bias=self.attn_bias,
-            prenorm=self.prenorm, causal=self.causal, window=self.window,
-            rope=self.positions == "rope", rope_theta=self.rope_theta, rope_layout=self.rope_layout,
-            rope_fraction=self.rope_fraction, attention=self.attention, init_std=self.init_std,
-            n_experts=self.n_experts, top_k=self.top_k, moe_aux_weight=self.moe_aux_weight)
+        return BlockConfig.from_config(self, rope=self.positions == "rope")
 
     @property
     def head_dim(self):

@@ -182,12 +182,8 @@ class Seq2SeqConfig(ConfigDict):
 
     def block_config(self):
         """The ``BlockConfig`` of the decoder's self-attention, FFN and norms (causal)."""
-        return BlockConfig(
-            d_model=self.d_model, n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
-            n_layers=self.n_decoder_layers, norm=self.norm, norm_eps=self.norm_eps, ffn=self.ffn,
-            ffn_hidden=self.ffn_hidden, ffn_bias=self.ffn_bias, attn_bias=self.attn_bias,
-            prenorm=self.prenorm, causal=True, rope=self.positions == "rope",
-            rope_theta=self.rope_theta, init_std=self.init_std)
+        return BlockConfig.from_config(self, n_layers=self.n_decoder_layers, causal=True,
+                                       rope=self.positions == "rope")
 
 
 def build_decoder_block(config, rng, dtype):
