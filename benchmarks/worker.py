@@ -74,8 +74,9 @@ def start_library(library, track, threads):
         # the fast track as npformer train runs it: its own row blocks on every core (BLAS
         # then one thread per call) and freed memory kept for reuse
         import npformer.fast
+        from npformer.runtime.memory import keep_freed_memory
         npformer.fast.use_cores(threads)
-        _FAST_SETUP["keep_freed_memory"] = npformer.fast.keep_freed_memory()
+        _FAST_SETUP["keep_freed_memory"] = keep_freed_memory()
 
 
 def library_info(library):
@@ -96,7 +97,7 @@ def library_info(library):
     else:
         import importlib
         import npformer
-        tracks = importlib.import_module("npformer.track")
+        tracks = importlib.import_module("npformer.core.track")
         twins = getattr(tracks, "twins", dict)
         info.update(npformer=npformer.__version__, npformer_path=os.path.dirname(npformer.__file__),
                     track=npformer.current_track(), fast_twins=len(twins()))

@@ -1,48 +1,63 @@
 """npformer: a Transformer in NumPy, every component with a forward and a hand-written backward.
 
-Read the files in the order the tutorial teaches them:
-functional (softmax, activations) -> linear -> embedding -> attention -> rope
--> ffn -> norm -> block -> model -> loss; gradcheck verifies every backward.
+The files t01 ... t18 follow the tutorial, one concept each, in the order it teaches them:
+token vectors and positions, the linear layer (Q/K/V), softmax, attention (masks, multi-head,
+grouped-query), RoPE, activations, the FFN, norms, the block, the decoder, the loss,
+generation, the KV cache, Mixture of Experts, the encoder, cross-attention, the
+encoder-decoder and blockwise attention. ``gpt.py`` is the whole decoder on one screen.
+
+The sub-packages hold the machinery: ``core`` (the protocol, input checks, the track switch),
+``fast`` (the fast twins), ``training``, ``files`` (checkpoints), ``interop`` (Hugging Face),
+``testing`` (gradient checks and conformance), ``exercises``, ``runtime`` (settings of the
+whole process) and ``cli`` (the ``npformer`` command).
 """
-from .attention import (DotProductAttention, MultiHeadAttention, attention_backward,
-                        attention_forward, causal_mask, may_read, padding_mask,
-                        scaled_dot_product_attention, sliding_window_mask)
-from .block import BlockConfig, PostNormBlock, PreNormBlock, build_block
-from .embedding import Embedding, Embeddings, LearnedPositions, SinusoidalPositions, sinusoid_table
-from .ffn import FFN, SwiGLU, swiglu_gate_backward, swiglu_gate_forward
-from .functional import (FUNCTION_PAIRS, gelu_backward, gelu_forward, gelu_tanh_backward,
-                         gelu_tanh_forward, log_softmax_backward, log_softmax_forward,
-                         relu_backward, relu_forward, silu_backward, silu_forward, softmax,
-                         softmax_backward, softmax_forward, tanh_backward, tanh_forward)
-from .gradcheck import GradcheckError, GradcheckReport, assert_gradcheck, gradcheck
-from .kv_cache import KVCache
-from .linear import Linear, linear_backward, linear_forward
-from .loss import IGNORE_INDEX, cross_entropy, cross_entropy_backward, cross_entropy_forward
-from .model import DecoderConfig, DecoderLM, TiedHead
-from .module import Cache, Module, Parameter
-from .norm import (LayerNorm, RMSNorm, layernorm_backward, layernorm_forward, rmsnorm_backward,
-                   rmsnorm_forward)
-from .rope import Rotary
-from .track import current_track, track, use_track
+from .core.module import Cache, Module, Parameter
+from .core.track import current_track, track, use_track
+from .t01_embedding import (Embedding, Embeddings, LearnedPositions, SinusoidalPositions,
+                            sinusoid_table)
+from .t02_linear import Linear, linear_backward, linear_forward
+from .t03_softmax import softmax, softmax_backward, softmax_forward
+from .t04_attention import (DotProductAttention, MultiHeadAttention, attention_backward,
+                            attention_forward, causal_mask, may_read, padding_mask,
+                            scaled_dot_product_attention, sliding_window_mask)
+from .t05_rope import Rotary
+from .t06_activations import (gelu_backward, gelu_forward, gelu_tanh_backward, gelu_tanh_forward,
+                              relu_backward, relu_forward, silu_backward, silu_forward,
+                              tanh_backward, tanh_forward)
+from .t07_ffn import FFN, SwiGLU, swiglu_gate_backward, swiglu_gate_forward
+from .t08_norm import (LayerNorm, RMSNorm, layernorm_backward, layernorm_forward,
+                       rmsnorm_backward, rmsnorm_forward)
+from .t09_block import BlockConfig, PostNormBlock, PreNormBlock, build_block
+from .t10_model import DecoderConfig, DecoderLM, TiedHead
+from .t11_loss import (IGNORE_INDEX, cross_entropy, cross_entropy_backward, cross_entropy_forward,
+                       log_softmax_backward, log_softmax_forward)
+from .t12_generate import Generation, generate, generate_text, next_token_probs
+from .t13_kv_cache import KVCache
+from .t14_moe import MoE, MoECounts, active_parameters
+from .t15_encoder import (Encoder, EncoderConfig, Pooler, l2_normalize_backward,
+                          l2_normalize_forward, mean_pool_backward, mean_pool_forward)
+from .t16_cross_attention import CrossAttention
+from .t17_seq2seq import EncoderDecoder, EncoderDecoderBlock, Seq2SeqConfig
+from .t18_flash_attention import (BlockwiseAttention, flash_attention_backward,
+                                  flash_attention_forward)
+from .testing.gradcheck import GradcheckError, GradcheckReport, assert_gradcheck, gradcheck
+from .files.checkpoint import CheckpointError, CheckpointSaveError, load_checkpoint, save_checkpoint
+from .training.loop import TrainConfig, TrainingDiverged, train
+from .training.optim import SGD, AdamW, adamw_update, clip_grad_norm, warmup_cosine
+from .training.tokenizer import ByteTokenizer, CharTokenizer
 
 __version__ = "0.1.0"
 
-# variants: MoE
-from .moe import MoE, MoECounts, active_parameters  # noqa: E402
-# backbones: encoder-only, encoder-decoder
-from .encoder import (Encoder, EncoderConfig, Pooler, l2_normalize_backward,  # noqa: E402
-                      l2_normalize_forward, mean_pool_backward, mean_pool_forward)
-from .seq2seq import CrossAttention, EncoderDecoder, EncoderDecoderBlock, Seq2SeqConfig  # noqa: E402
-# training: optimizers, tokenizers, data, training, generation, checkpoints
-# (the functions train.train and generate.generate are not re-exported: they would hide
-#  the modules npformer.train and npformer.generate)
-from .checkpoint import CheckpointError, CheckpointSaveError, load_checkpoint, save_checkpoint  # noqa: E402,E501
-from .generate import Generation, generate_text, next_token_probs  # noqa: E402
-from .optim import SGD, AdamW, adamw_update, clip_grad_norm, warmup_cosine  # noqa: E402
-from .tokenizer import ByteTokenizer, CharTokenizer  # noqa: E402
-from .train import TrainConfig, TrainingDiverged  # noqa: E402
-# long context: blockwise (flash) attention
-from .flash_attention import (BlockwiseAttention, flash_attention_backward,  # noqa: E402
-                              flash_attention_forward)
-# the fast track: importing it registers every fast twin with npformer.track
+# The stateless forward/backward pairs, by name.
+FUNCTION_PAIRS = {
+    "softmax": (softmax_forward, softmax_backward),
+    "log_softmax": (log_softmax_forward, log_softmax_backward),
+    "relu": (relu_forward, relu_backward),
+    "gelu": (gelu_forward, gelu_backward),
+    "gelu_tanh": (gelu_tanh_forward, gelu_tanh_backward),
+    "silu": (silu_forward, silu_backward),
+    "tanh": (tanh_forward, tanh_backward),
+}
+
+# the fast track: importing it registers every fast twin with npformer.core.track
 from . import fast  # noqa: E402,F401

@@ -1,6 +1,6 @@
 """``python -m npformer ...`` is the ``npformer`` command."""
 import sys
 
-from npformer.cli import main
+from .cli import main
 
 sys.exit(main())

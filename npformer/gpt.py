@@ -1,6 +1,6 @@
 """The whole GPT in one file: parameters, forward, backward and the AdamW step, in plain NumPy.
 
-``npformer.model.DecoderLM`` on ``DecoderConfig.gpt2``, as functions on a dict of arrays:
+``npformer.t10_model.DecoderLM`` on ``DecoderConfig.gpt2``, as functions on a dict of arrays:
 
     x = E[ids] + P[:N]                              token + learned position   [B, N, d]
     per block:  h = x + Attn(LN1(x))                Pre-Norm, residual 1

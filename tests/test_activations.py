@@ -4,7 +4,7 @@ import math
 import numpy as np
 from hypothesis import given, strategies as st
 
-from npformer.functional import gelu_forward, gelu_tanh_forward, relu_forward, silu_forward
+from npformer.t06_activations import gelu_forward, gelu_tanh_forward, relu_forward, silu_forward
 
 xs = st.lists(st.floats(-20, 20, allow_nan=False), min_size=1, max_size=20).map(np.array)
 

@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from npformer.attention import (MultiHeadAttention, attention_forward, causal_mask, padding_mask,
-                                scaled_dot_product_attention, sliding_window_mask)
+from npformer.t04_attention import (MultiHeadAttention, attention_forward, causal_mask,
+                                    padding_mask, scaled_dot_product_attention,
+                                    sliding_window_mask)
 
 
 def reference_attention(q, k, v, allowed=None):

@@ -2,8 +2,9 @@
 import numpy as np
 from hypothesis import given, strategies as st
 
-from npformer.attention import causal_mask
-from npformer.model import DecoderConfig, build_block
+from npformer.t04_attention import causal_mask
+from npformer.t10_model import DecoderConfig
+from npformer.t09_block import build_block
 
 
 def _zero_sublayer_outputs(block):

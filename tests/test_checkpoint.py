@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from npformer import checkpoint as ck
-from npformer import fileio
-from npformer.checkpoint import (CheckpointError, CheckpointSaveError, load_checkpoint, load_model,
-                                 load_optimizer, read_checkpoint, save_checkpoint)
-from npformer.model import DecoderConfig, DecoderLM
-from npformer.optim import AdamW
-from npformer.tokenizer import CharTokenizer
+from npformer.files import checkpoint as ck
+from npformer.files import fileio
+from npformer.files.checkpoint import (CheckpointError, CheckpointSaveError, load_checkpoint,
+                                       load_model, load_optimizer, read_checkpoint,
+                                       save_checkpoint)
+from npformer.t10_model import DecoderConfig, DecoderLM
+from npformer.training.optim import AdamW
+from npformer.training.tokenizer import CharTokenizer
 
 FIRST_LAYOUT = Path(__file__).parent / "data" / "checkpoint_v1_reverse"
 

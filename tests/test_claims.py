@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from npformer import DecoderConfig, DecoderLM, FFN, LayerNorm
-from npformer.examples import list_examples
+from npformer.cli.worked_examples import list_examples
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE = REPO / "worked_examples" / "CLAIMS.md"

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from npformer import fileio
-from npformer.checkpoint import checkpoint_exists, read_checkpoint
+from npformer.files import fileio
+from npformer.files.checkpoint import checkpoint_exists, read_checkpoint
 from npformer.cli import main
-from npformer.data import ExampleSource, encode_examples, reverse_task
-from npformer.model import DecoderConfig, DecoderLM
-from npformer.tokenizer import CharTokenizer
-from npformer.train import TrainConfig, train
+from npformer.training.data import ExampleSource, encode_examples, reverse_task
+from npformer.t10_model import DecoderConfig, DecoderLM
+from npformer.training.tokenizer import CharTokenizer
+from npformer.training.loop import TrainConfig, train
 
 CLI = [sys.executable, "-c", "import sys; from npformer.cli import main; sys.exit(main())"]
 TINY = ["--no-progress", "--d-model", "16", "--layers", "1", "--heads", "2", "--batch-size", "8"]
@@ -36,7 +36,7 @@ def _arrays(directory):
 
 # The run in the subprocess is the CLI's, each step slowed by 10 ms (the numbers are untouched),
 # so that the signal arrives mid-run however fast this machine computes and saves.
-SLOWED_CLI = [sys.executable, "-c", "import sys, time; import npformer.train as t; step = t.optimizer_step; "
+SLOWED_CLI = [sys.executable, "-c", "import sys, time; import npformer.training.loop as t; step = t.optimizer_step; "
               "t.optimizer_step = lambda *a: (time.sleep(0.01), step(*a))[1]; "
               "from npformer.cli import main; sys.exit(main())"]
 

@@ -1,9 +1,9 @@
 """The built-in data: answers follow the templates' rules; held-out combinations are new."""
 import re
 
-from npformer.data import (TEMPLATES, addition_task, aftersales, aftersales_examples,
-                           encode_examples, read_addition_answer, reverse_task)
-from npformer.tokenizer import CharTokenizer
+from npformer.training.data import (TEMPLATES, addition_task, aftersales, aftersales_examples,
+                                    encode_examples, read_addition_answer, reverse_task)
+from npformer.training.tokenizer import CharTokenizer
 
 
 def test_shipping_rule_quality_merchant_no_reason_buyer():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from npformer import EncoderDecoder, Seq2SeqConfig
-from npformer.embedding import Embedding
+from npformer.t01_embedding import Embedding
 
 V, D = 7, 4
 

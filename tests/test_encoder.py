@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from npformer import Module
-from npformer.encoder import (Encoder, EncoderConfig, Pooler, l2_normalize_backward,
-                              l2_normalize_forward, mean_pool_backward, mean_pool_forward)
-from npformer.gradcheck import assert_gradcheck
+from npformer.t15_encoder import (Encoder, EncoderConfig, Pooler, l2_normalize_backward,
+                                  l2_normalize_forward, mean_pool_backward, mean_pool_forward)
+from npformer.testing.gradcheck import assert_gradcheck
 
 V, D_MODEL, HEADS = 17, 8, 2
 

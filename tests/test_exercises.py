@@ -5,9 +5,11 @@ import os
 
 import pytest
 
-from npformer.checks import CASES
+from npformer.testing.cases import CASES
 from npformer.cli import main
-from npformer.exercises import EXERCISES, WorkspaceError, grade, load_workspace, write_workspace
+from npformer.exercises import EXERCISES
+from npformer.exercises.workspace import WorkspaceError, load_workspace, write_workspace
+from npformer.exercises.grader import grade
 from npformer.exercises.catalog import select
 from npformer.exercises.workspace import MARKER, library_dir
 
@@ -52,7 +54,7 @@ def test_every_exercise_names_real_functions_and_cases():
 def test_workspace_is_the_plain_files_minus_the_bodies_to_write(tmp_path):
     workspace = write_workspace(tmp_path / "ws")
     to_write = {spec for e in workspace.exercises for spec in e.functions()}
-    assert len(workspace.files) == 16 and "kv_cache.py" not in workspace.files   # kv-cache: forward only
+    assert len(workspace.files) == 17 and "t13_kv_cache.py" not in workspace.files   # kv-cache: forward only
     for name in workspace.files:
         mine, library = _functions(workspace.path(name)), _functions(os.path.join(library_dir(), name))
         assert set(mine) == set(library)
@@ -69,7 +71,7 @@ def test_workspace_is_the_plain_files_minus_the_bodies_to_write(tmp_path):
 
 def test_stub_names_the_exercise_and_the_tutorial_section(tmp_path):
     workspace = write_workspace(tmp_path / "ws", only=["attention"])
-    stub = _stub_text(_functions(workspace.path("attention.py"))["attention_backward"])
+    stub = _stub_text(_functions(workspace.path("t04_attention.py"))["attention_backward"])
     assert stub.startswith("exercise 05 (scaled dot-product attention; tutorial part 1, ")
     assert "§6" in stub and stub.endswith("write attention_backward")
     with open(workspace.path("README.md"), encoding="utf-8") as f:
@@ -81,9 +83,9 @@ def test_no_hints_hides_the_backward_formulas(tmp_path):
     hinted = write_workspace(tmp_path / "a", only=["linear", "norm"])
     bare = write_workspace(tmp_path / "b", only=["linear", "norm"], hints=False)
     for workspace, shown in ((hinted, True), (bare, False)):
-        with open(workspace.path("linear.py"), encoding="utf-8") as f:
+        with open(workspace.path("t02_linear.py"), encoding="utf-8") as f:
             linear = f.read()
-        with open(workspace.path("norm.py"), encoding="utf-8") as f:
+        with open(workspace.path("t08_norm.py"), encoding="utf-8") as f:
             norm = f.read()
         assert ("dx = dy W^T" in linear) is shown
         assert ("# forward: y = x @ W + b" in linear) is shown           # the body's scaffold
@@ -93,7 +95,7 @@ def test_no_hints_hides_the_backward_formulas(tmp_path):
 
 def test_forward_exercises_and_selection(tmp_path):
     workspace = write_workspace(tmp_path / "ws", only=["kv-cache", "linear"], forward=True)
-    stubs = {q for q, node in _functions(workspace.path("linear.py")).items() if _stub_text(node)}
+    stubs = {q for q, node in _functions(workspace.path("t02_linear.py")).items() if _stub_text(node)}
     assert stubs == {"linear_forward", "linear_backward", "Linear.backward"}
     assert [e.name for e in select(start="flash")] == ["flash", "train"]
     with pytest.raises(ValueError, match="only forward bodies"):
@@ -104,11 +106,11 @@ def test_forward_exercises_and_selection(tmp_path):
 
 def test_an_existing_directory_is_never_overwritten(tmp_path):
     (tmp_path / "ws").mkdir()
-    (tmp_path / "ws" / "linear.py").write_text("my own work\n")
+    (tmp_path / "ws" / "t02_linear.py").write_text("my own work\n")
     with pytest.raises(WorkspaceError, match="never overwritten"):
         write_workspace(tmp_path / "ws")
-    assert (tmp_path / "ws" / "linear.py").read_text() == "my own work\n"
-    assert os.listdir(tmp_path / "ws") == ["linear.py"]
+    assert (tmp_path / "ws" / "t02_linear.py").read_text() == "my own work\n"
+    assert os.listdir(tmp_path / "ws") == ["t02_linear.py"]
     (tmp_path / "empty").mkdir()
     assert load_workspace(write_workspace(tmp_path / "empty").directory).exercises
 
@@ -135,7 +137,7 @@ def test_grader_refuses_a_directory_that_is_not_a_workspace(tmp_path, capsys):
 
 def test_a_syntax_error_is_reported_against_its_exercise(tmp_path):
     workspace = write_workspace(tmp_path / "ws", only=["softmax", "linear"], solutions=True)
-    path = workspace.path("linear.py")
+    path = workspace.path("t02_linear.py")
     with open(path, encoding="utf-8") as f:
         text = f.read()
     with open(path, "w", encoding="utf-8") as f:
@@ -143,17 +145,17 @@ def test_a_syntax_error_is_reported_against_its_exercise(tmp_path):
     line = text[:text.index("d_x = d_out @ weight.T")].count("\n") + 1
     outcomes = {o.exercise.name: o for o in grade(workspace.directory, out=_quiet)}
     assert outcomes["linear"].status == "failing"
-    assert outcomes["linear"].lines[0].startswith(f"linear.py:{line}: SyntaxError")
+    assert outcomes["linear"].lines[0].startswith(f"t02_linear.py:{line}: SyntaxError")
     assert outcomes["softmax"].status == "blocked"          # nothing imports while linear.py is broken
-    assert "cannot import your files: linear.py" in outcomes["softmax"].lines[0]
+    assert "cannot import your files: t02_linear.py" in outcomes["softmax"].lines[0]
 
 
 def test_an_exercise_waits_for_the_stubs_it_builds_on(tmp_path):
     workspace = write_workspace(tmp_path / "ws", only=["softmax", "attention"], solutions=True)
     only_softmax = write_workspace(tmp_path / "stub", only=["softmax"])
-    with open(only_softmax.path("functional.py"), encoding="utf-8") as f:
+    with open(only_softmax.path("t03_softmax.py"), encoding="utf-8") as f:
         text = f.read()
-    with open(workspace.path("functional.py"), "w", encoding="utf-8") as f:
+    with open(workspace.path("t03_softmax.py"), "w", encoding="utf-8") as f:
         f.write(text)                                  # softmax back to its stub
     outcome = grade(workspace.directory, ["attention"], out=_quiet)[0]
     assert outcome.status == "blocked"

@@ -4,9 +4,10 @@ import pytest
 from hypothesis import given, strategies as st
 
 from npformer import (BlockwiseAttention, DecoderConfig, MultiHeadAttention, attention_backward,
-                      attention_forward, causal_mask, flash_attention_backward, flash_attention_forward, gradcheck, padding_mask,
-                      sliding_window_mask)
-from npformer.checks import CASES
+                      attention_forward, causal_mask, flash_attention_backward,
+                      flash_attention_forward, padding_mask, sliding_window_mask)
+from npformer import gradcheck
+from npformer.testing.cases import CASES
 
 
 def reference(q, k, v, allowed):

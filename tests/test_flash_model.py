@@ -2,7 +2,7 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from npformer.model import DecoderConfig, DecoderLM
+from npformer.t10_model import DecoderConfig, DecoderLM
 
 recipes = st.sampled_from([DecoderConfig.gpt2, DecoderConfig.llama])
 

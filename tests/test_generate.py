@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, strategies as st
 from scipy import stats
 
-from npformer.generate import choose_next, generate, left_pad, next_token_probs, sample_from
-from npformer.model import DecoderConfig, DecoderLM
+from npformer.t12_generate import choose_next, generate, left_pad, next_token_probs, sample_from
+from npformer.t10_model import DecoderConfig, DecoderLM
 
 logit_rows = st.lists(st.floats(-5, 5, allow_nan=False), min_size=2, max_size=12)
 

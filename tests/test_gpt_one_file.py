@@ -1,7 +1,7 @@
 """npformer/gpt.py, the whole model in one file, against the library it summarises.
 
-Its loss and every gradient equal DecoderLM's (with npformer.loss.cross_entropy) on the
-GPT-2 recipe, its AdamW step equals npformer.optim.AdamW's, and trained alone it learns
+Its loss and every gradient equal DecoderLM's (with npformer.t11_loss.cross_entropy) on the
+GPT-2 recipe, its AdamW step equals npformer.training.optim.AdamW's, and trained alone it learns
 to reverse digit strings.
 """
 import ast
@@ -13,13 +13,13 @@ import pytest
 
 import npformer
 from npformer import gpt
-from npformer.data import encode_examples, reverse_task
-from npformer.loss import IGNORE_INDEX, cross_entropy
-from npformer.model import DecoderConfig, DecoderLM
-from npformer.optim import AdamW
-from npformer.tokenizer import CharTokenizer
-from npformer.track import TRACKS
-from npformer.train import limit_blas_threads
+from npformer.training.data import encode_examples, reverse_task
+from npformer.t11_loss import IGNORE_INDEX, cross_entropy
+from npformer.t10_model import DecoderConfig, DecoderLM
+from npformer.training.optim import AdamW
+from npformer.training.tokenizer import CharTokenizer
+from npformer.core.track import TRACKS
+from npformer.runtime.cores import limit_blas_threads
 
 GPT_FILE = Path(gpt.__file__)
 N_HEADS = 4

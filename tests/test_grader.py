@@ -7,7 +7,8 @@ exercise in its own process.
 import numpy as np
 import pytest
 
-from npformer.exercises import grade, write_workspace
+from npformer.exercises.grader import grade
+from npformer.exercises.workspace import write_workspace
 from npformer.exercises.compare import constant_ratio, ratio_diagnosis, shape_diagnosis
 
 
@@ -31,30 +32,30 @@ def _grade(workspace, exercise, **options):
 
 MISTAKES = {
     "assigned instead of accumulated": (
-        "linear", "linear.py", "self.weight.grad += d_weight", "self.weight.grad = d_weight",
+        "linear", "t02_linear.py", "self.weight.grad += d_weight", "self.weight.grad = d_weight",
         "assigned instead of accumulated: after two backward passes weight.grad holds one"),
     "sum over the wrong axis": (
-        "norm", "norm.py", "d_x = rstd * (d_xhat - d_xhat.mean(axis=-1, keepdims=True)",
+        "norm", "t08_norm.py", "d_x = rstd * (d_xhat - d_xhat.mean(axis=-1, keepdims=True)",
         "d_x = rstd * (d_xhat - d_xhat.mean(axis=0, keepdims=True)",
         "a sum or mean over the wrong axis: when only the upstream gradient at"),
     "missing transpose": (
-        "linear", "linear.py", "d_weight = x_rows.T @ d_rows", "d_weight = d_rows.T @ x_rows",
+        "linear", "t02_linear.py", "d_weight = x_rows.T @ d_rows", "d_weight = d_rows.T @ x_rows",
         "shape (11, 8) is the transpose of (8, 11): a missing transpose"),
     "missing 1/sqrt(D)": (
-        "attention", "attention.py", "d_k_heads = d_scores.swapaxes(-1, -2) @ q * scale",
+        "attention", "t04_attention.py", "d_k_heads = d_scores.swapaxes(-1, -2) @ q * scale",
         "d_k_heads = d_scores.swapaxes(-1, -2) @ q",
         # size 1: d = 8, H = 2, so D = 4 and the lost factor is 1/2
         "yours is 2 times the right gradient everywhere: the factor 1/sqrt(D) = 0.5 is missing"),
     "missing mean factor": (
-        "loss", "loss.py", "weight = cache.counted * (d_loss / max(cache.count, 1))",
+        "loss", "t11_loss.py", "weight = cache.counted * (d_loss / max(cache.count, 1))",
         "weight = cache.counted * d_loss",
         "the factor 1/count (the mean over counted targets)"),
     "mask left out of the backward": (
-        "loss", "loss.py", "weight = cache.counted * (d_loss / max(cache.count, 1))",
+        "loss", "t11_loss.py", "weight = cache.counted * (d_loss / max(cache.count, 1))",
         "weight = np.ones(cache.counted.shape) * (d_loss / max(cache.count, 1))",
         "wrong only where the gradient must be exactly 0"),
     "sign flip": (
-        "activations", "functional.py", "return d_out * s * (1 + x * (1 - s))",
+        "activations", "t06_activations.py", "return d_out * s * (1 + x * (1 - s))",
         "return -d_out * s * (1 + x * (1 - s))",
         "a sign flip: yours is exactly minus the right gradient"),
 }
@@ -69,7 +70,7 @@ def test_each_usual_mistake_gets_its_diagnosis(tmp_path, mistake):
 
 
 def test_the_failing_tensor_and_its_worst_element_are_named(tmp_path):
-    workspace = _seeded(tmp_path, "attention", "attention.py", "d_q = d_scores @ k_heads * scale",
+    workspace = _seeded(tmp_path, "attention", "t04_attention.py", "d_q = d_scores @ k_heads * scale",
                         "d_q = -d_scores @ k_heads * scale")
     outcome, report = _grade(workspace, "attention")
     line = next(l for l in outcome.lines if l.strip().startswith("gradient of q: relative error"))
@@ -78,40 +79,40 @@ def test_the_failing_tensor_and_its_worst_element_are_named(tmp_path):
 
 
 def test_an_exception_is_reported_against_its_exercise(tmp_path):
-    workspace = _seeded(tmp_path, "softmax", "functional.py", "    y = cache.y\n    # forward: y = e / sum(e).",
+    workspace = _seeded(tmp_path, "softmax", "t03_softmax.py", "    y = cache.y\n    # forward: y = e / sum(e).",
                         "    y = cache.why\n    # forward: y = e / sum(e).")
     outcome, report = _grade(workspace, "softmax")
     assert outcome.status == "failing"
-    assert "functional.py:" in report and "in softmax_backward: AttributeError" in report
+    assert "t03_softmax.py:" in report and "in softmax_backward: AttributeError" in report
     assert "> y = cache.why" in report
 
 
 def test_a_half_written_exercise_names_the_stub_left(tmp_path):
     workspace = write_workspace(tmp_path / "ws", only=["linear"])
     key = write_workspace(tmp_path / "key", only=["linear"], solutions=True)
-    with open(key.path("linear.py"), encoding="utf-8") as f:
+    with open(key.path("t02_linear.py"), encoding="utf-8") as f:
         solved = f.read()
-    with open(workspace.path("linear.py"), encoding="utf-8") as f:
+    with open(workspace.path("t02_linear.py"), encoding="utf-8") as f:
         stubbed = f.read()
     start = solved.index("def linear_backward")
     end = solved.index("class Linear(")
     mixed = stubbed[:stubbed.index("def linear_backward")] + solved[start:end] + \
         stubbed[stubbed.index("class Linear("):]
-    with open(workspace.path("linear.py"), "w", encoding="utf-8") as f:
+    with open(workspace.path("t02_linear.py"), "w", encoding="utf-8") as f:
         f.write(mixed)
     outcome, _ = _grade(workspace, "linear")
     assert outcome.status == "failing"
-    assert outcome.lines[0].startswith("not finished: linear.py:") and "in backward still raises its stub" \
+    assert outcome.lines[0].startswith("not finished: t02_linear.py:") and "in backward still raises its stub" \
         in outcome.lines[0]
 
 
 def test_an_endless_loop_is_stopped_and_a_crash_contained(tmp_path):
-    workspace = _seeded(tmp_path, "softmax", "functional.py", "    y = cache.y\n    # forward: y = e / sum(e).",
+    workspace = _seeded(tmp_path, "softmax", "t03_softmax.py", "    y = cache.y\n    # forward: y = e / sum(e).",
                         "    while True:\n        pass\n    # forward: y = e / sum(e).")
     outcome, _ = _grade(workspace, "softmax", timeout=3)
     assert outcome.status == "failing" and outcome.lines[0].startswith("stopped after 3 s")
     (tmp_path / "ws").rename(tmp_path / "looping")
-    workspace = _seeded(tmp_path, "softmax", "functional.py", "    y = cache.y\n    # forward: y = e / sum(e).",
+    workspace = _seeded(tmp_path, "softmax", "t03_softmax.py", "    y = cache.y\n    # forward: y = e / sum(e).",
                         "    print('about to leave')\n    import os; os._exit(3)\n    # forward: y = e / sum(e).")
     outcome, report = _grade(workspace, "softmax")
     assert outcome.lines[0] == "your code ended the grading process (exit code 3)"

@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 
 import npformer
-from npformer.checks import CASES, missing_cases, public_components
-from npformer.checks.moe import aux_weights
-from npformer.gradcheck import GradcheckError, assert_gradcheck, gradcheck
-from npformer.linear import Linear
+from npformer.testing.cases import CASES, missing_cases, public_components
+from npformer.testing.cases.moe import aux_weights
+from npformer.testing.gradcheck import GradcheckError, assert_gradcheck, gradcheck
+from npformer.t02_linear import Linear
 
 
 @pytest.mark.parametrize("track", ["plain", "fast"])
@@ -43,7 +43,7 @@ def test_gradcheck_catches_a_wrong_backward_and_reports_it():
 
 
 def test_gradcheck_catches_a_wrong_input_gradient_in_projected_mode():
-    from npformer.functional import silu_backward, silu_forward
+    from npformer.t06_activations import silu_backward, silu_forward
     rng = np.random.default_rng(0)
     wrong = (silu_forward, lambda dy, cache: 1.01 * silu_backward(dy, cache))
     report = gradcheck(wrong, rng.standard_normal((4, 50)), exact_limit=10)
@@ -53,13 +53,13 @@ def test_gradcheck_catches_a_wrong_input_gradient_in_projected_mode():
 def test_gradcheck_does_not_use_an_all_ones_upstream_gradient():
     # softmax's gradient against an all-ones upstream is identically zero: a check with
     # ones would pass a backward returning zeros. The random upstream catches it.
-    from npformer.functional import softmax_forward
+    from npformer.t03_softmax import softmax_forward
     zero_backward = (softmax_forward, lambda dy, cache: np.zeros_like(dy))
     assert not gradcheck(zero_backward, np.random.default_rng(1).standard_normal((2, 5))).ok
 
 
 def test_gradcheck_randomises_parameters_away_from_defaults():
-    from npformer.norm import LayerNorm
+    from npformer.t08_norm import LayerNorm
     seen = []
     original = LayerNorm.forward
 

@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("safetensors")
 
-import npformer.checkpoint  # noqa: E402
+import npformer.files.checkpoint  # noqa: E402
 import npformer.interop as interop  # noqa: E402
 from npformer import DecoderConfig, DecoderLM  # noqa: E402
-from npformer.interop import (from_hf, read_hf_checkpoint, read_safetensors, save_hf,  # noqa: E402
+from npformer.interop import (from_hf, read_hf_checkpoint, read_safetensors, save_hf,
                               write_safetensors)
 
 
@@ -45,7 +45,7 @@ def _safetensors_file(entries):
 
 # -- the names that import from npformer.interop ------------------------------------------------
 def test_every_name_of_the_single_module_still_imports():
-    from npformer.interop import (FAMILIES, ParamMap, bf16_to_float32, convert_state_dict,  # noqa: F401
+    from npformer.interop import (FAMILIES, ParamMap, bf16_to_float32, convert_state_dict,
                                   decoder_config_from_hf, encoder_config_from_hf, family_of,
                                   from_hf, hf_config_from_decoder, hf_grads_as_ours,
                                   hf_state_dict, load_checkpoint, read_safetensors, save_hf,
@@ -60,8 +60,8 @@ def test_every_name_of_the_single_module_still_imports():
 
 
 def test_the_two_checkpoint_readers_have_distinct_names():
-    assert interop.read_hf_checkpoint is not npformer.checkpoint.load_checkpoint
-    assert npformer.load_checkpoint is npformer.checkpoint.load_checkpoint
+    assert interop.read_hf_checkpoint is not npformer.files.checkpoint.load_checkpoint
+    assert npformer.load_checkpoint is npformer.files.checkpoint.load_checkpoint
 
 
 def test_old_load_checkpoint_is_a_deprecated_alias(tmp_path):

@@ -12,9 +12,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from npformer import DecoderConfig, DecoderLM, Encoder, EncoderConfig, EncoderDecoder, Seq2SeqConfig
-from npformer.interop import (decoder_config_from_hf, from_hf, hf_config_from_decoder,
-                              hf_state_dict)
+from npformer import (DecoderConfig, DecoderLM, Encoder, EncoderConfig, EncoderDecoder,
+                      Seq2SeqConfig)
+from npformer.interop import decoder_config_from_hf, from_hf, hf_config_from_decoder, hf_state_dict
 
 BERT_JSON = dict(model_type="bert", vocab_size=13, hidden_size=8, num_attention_heads=2,
                  num_hidden_layers=2, max_position_embeddings=10, intermediate_size=12,

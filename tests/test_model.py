@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from npformer.model import DecoderConfig, DecoderLM
+from npformer.t10_model import DecoderConfig, DecoderLM
 
 IDS = np.array([[3, 8, 12, 5, 17, 42, 23, 6]])
 
@@ -124,7 +124,7 @@ def test_bad_ids():
 
 
 def test_input_dtype_differing_from_parameters_is_a_type_error():
-    from npformer.linear import Linear
+    from npformer.t02_linear import Linear
     layer = Linear(4, 2, rng=np.random.default_rng(0))
     with pytest.raises(TypeError, match="x: expected dtype float32 .* got float64"):
         layer.forward(np.zeros((1, 4)))

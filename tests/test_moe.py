@@ -3,10 +3,11 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from npformer import FFN, MoE, SwiGLU, gradcheck
-from npformer.checks import CASES
-from npformer.functional import softmax
-from npformer.moe import EXPERT_KINDS, active_parameters
+from npformer import FFN, MoE, SwiGLU
+from npformer import gradcheck
+from npformer.testing.cases import CASES
+from npformer.t03_softmax import softmax
+from npformer.t14_moe import EXPERT_KINDS, active_parameters
 
 seeds = st.integers(0, 2**32 - 1)
 
@@ -180,7 +181,7 @@ def test_registered_gradient_check_covers_main_and_aux_paths(size):
 def test_default_backward_is_the_gradient_of_output_plus_weighted_aux(seed, expert, k):
     # backward(d_y) without d_aux must be the gradient of <y, d_y> + aux_weight * aux;
     # checked by finite differences with the aux entry's upstream fixed to aux_weight.
-    from npformer.checks.moe import WithAuxLoss
+    from npformer.testing.cases.moe import WithAuxLoss
 
     class DefaultBackward(WithAuxLoss):
         def backward(self, d_out, cache):

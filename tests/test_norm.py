@@ -3,7 +3,7 @@ import numpy as np
 from hypothesis import assume, given, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from npformer.norm import LayerNorm, RMSNorm
+from npformer.t08_norm import LayerNorm, RMSNorm
 
 vectors = arrays(np.float64, st.tuples(st.integers(1, 3), st.integers(2, 12)),
                  elements=st.floats(-100, 100, allow_nan=False))

@@ -4,9 +4,9 @@ import math
 import numpy as np
 import pytest
 
-from npformer.model import DecoderConfig, DecoderLM
-from npformer.module import Parameter
-from npformer.optim import SGD, AdamW, clip_grad_norm, default_no_decay, warmup_cosine
+from npformer.t10_model import DecoderConfig, DecoderLM
+from npformer.core.module import Parameter
+from npformer.training.optim import SGD, AdamW, clip_grad_norm, default_no_decay, warmup_cosine
 
 
 def _params(rng, dtype=np.float64):

@@ -4,7 +4,7 @@ import unicodedata
 import numpy as np
 import pytest
 
-from npformer.plot import text_heatmap
+from npformer.cli.plot import text_heatmap
 
 RAMP = " .:=#"                # light to dark
 
@@ -43,7 +43,7 @@ def test_the_most_read_character_gets_the_darkest_mark():
 def test_attention_png_stores_the_question(tmp_path):
     pytest.importorskip("matplotlib")
     from PIL import Image
-    from npformer.plot import plot_attention
+    from npformer.cli.plot import plot_attention
     weights = np.random.default_rng(0).dirichlet(np.ones(4), size=(2, 4))
     path = plot_attention(list("^退货？"), weights, tmp_path / "a.png", question="退货？")
     assert Image.open(path).info["Description"] == "退货？"

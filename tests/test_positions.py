@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from npformer.embedding import LearnedPositions, SinusoidalPositions, sinusoid_table
+from npformer.t01_embedding import LearnedPositions, SinusoidalPositions, sinusoid_table
 
 
 def test_sinusoid_table_is_the_formula():

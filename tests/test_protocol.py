@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from npformer import Embedding, Linear, Parameter
-from npformer.loss import cross_entropy
-from npformer.model import DecoderConfig, DecoderLM
+from npformer.t11_loss import cross_entropy
+from npformer.t10_model import DecoderConfig, DecoderLM
 
 
 def test_parameter_needs_floats_and_zero_grad_resets():

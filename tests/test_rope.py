@@ -170,7 +170,7 @@ def test_bad_arguments_name_themselves():
 
 
 def test_an_unknown_pair_layout_is_a_clear_error():
-    from npformer.rope import rotate
+    from npformer.t05_rope import rotate
     x = np.ones((1, 1, 2, 4))
     with pytest.raises(ValueError, match=r"layout: expected one of \('half', 'interleaved'\), got 'pairs'"):
         rotate(x, np.ones((2, 2)), np.zeros((2, 2)), layout="pairs")

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from npformer.attention import MultiHeadAttention
-from npformer.gradcheck import assert_gradcheck
-from npformer.seq2seq import CrossAttention, EncoderDecoder, Seq2SeqConfig
+from npformer.t04_attention import MultiHeadAttention
+from npformer.testing.gradcheck import assert_gradcheck
+from npformer.t16_cross_attention import CrossAttention
+from npformer.t17_seq2seq import EncoderDecoder, Seq2SeqConfig
 
 V, D_MODEL, HEADS = 13, 8, 2
 

@@ -5,7 +5,8 @@ import numpy as np
 from hypothesis import given, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from npformer.functional import log_softmax_forward, softmax, softmax_backward, softmax_forward
+from npformer.t11_loss import log_softmax_forward
+from npformer.t03_softmax import softmax, softmax_backward, softmax_forward
 
 rows = arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(1, 9)),
               elements=st.floats(-50, 50, allow_nan=False))

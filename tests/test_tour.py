@@ -13,7 +13,7 @@ import pytest
 
 from npformer import DecoderConfig, DecoderLM, causal_mask
 from npformer.cli import main
-from npformer.tour import TUTORIAL_IDS, tour, walk
+from npformer.cli.tour import TUTORIAL_IDS, tour, walk
 
 
 def sizes(heads):

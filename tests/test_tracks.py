@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given, strategies as st
 
 import npformer
-from npformer import track, use_track
-from npformer.fast import on_cores
-from npformer.rope import Rotary, rotate
-from npformer.track import current_track, twins
+from npformer import track
+from npformer import use_track
+from npformer.fast.parallel import on_cores
+from npformer.t05_rope import Rotary, rotate
+from npformer.core.track import current_track, twins
 
 TOLERANCE = {np.float64: 1e-12, np.float32: 1e-5}
 dtypes = st.sampled_from([np.float64, np.float32])

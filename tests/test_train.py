@@ -5,13 +5,15 @@ import signal
 import numpy as np
 import pytest
 
-from npformer.checkpoint import load_model, load_state
-from npformer.data import addition_task, encode_examples, read_addition_answer, reverse_task
-from npformer.loss import IGNORE_INDEX
-from npformer.model import DecoderConfig, DecoderLM
-from npformer.tokenizer import CharTokenizer
-from npformer.train import (ExampleSource, TextSource, TrainConfig, TrainingDiverged,
-                            answer_accuracy, limit_blas_threads, pad_batch, train, train_step)
+from npformer.files.checkpoint import load_model, load_state
+from npformer.training.data import (addition_task, encode_examples, read_addition_answer,
+                                    reverse_task)
+from npformer.t11_loss import IGNORE_INDEX
+from npformer.t10_model import DecoderConfig, DecoderLM
+from npformer.training.tokenizer import CharTokenizer
+from npformer.training.data import ExampleSource, TextSource, pad_batch
+from npformer.training.loop import (TrainConfig, TrainingDiverged, answer_accuracy, train, train_step)
+from npformer.runtime.cores import limit_blas_threads
 
 
 def test_pad_batch_shifts_and_ignores():
@@ -92,7 +94,7 @@ def test_a_stop_signal_saves_and_resume_repeats_the_uninterrupted_curve(tmp_path
 
 
 def test_a_second_signal_during_a_save_waits_for_the_save(tmp_path, monkeypatch):
-    import npformer.train as train_module
+    import npformer.training.loop as train_module
     real_save = train_module.save_checkpoint
 
     def save_with_ctrl_c(directory, model, tokenizer, optimizer, state):

@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from npformer import cli, examples
-from npformer.cli import UsageError
+from npformer import cli
+from npformer.cli import worked_examples as examples
+from npformer.cli.common import UsageError
 from npformer.cli import examples as examples_command
-from npformer.examples import ExampleNotFound
+from npformer.cli.worked_examples import ExampleNotFound
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDER = REPO / "worked_examples"
@@ -387,10 +388,10 @@ def test_concept_map_names_real_code_and_real_examples():
     assert len(rows) >= 30
     for concept, code, example in rows:
         for segment in code.split(";"):
-            found = re.match(r"\s*`(\w+)\.py`: (.*)", segment)
+            found = re.match(r"\s*`([\w/]+)\.py`: (.*)", segment)
             if not found:
                 continue                                     # e.g. "flash attention: in progress"
-            module = importlib.import_module(f"npformer.{found.group(1)}")
+            module = importlib.import_module(f"npformer.{found.group(1).replace('/', '.')}")
             source = Path(module.__file__).read_text(encoding="utf-8")
             for name in re.findall(r"`([\w.]+)`", re.sub(r"\(.*?\)", "", found.group(2))):
                 owner, *attribute = name.split(".")

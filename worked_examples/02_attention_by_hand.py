@@ -11,7 +11,7 @@ with the head width.
 import numpy as np
 
 from npformer import attention_forward, softmax
-from npformer.examples import vec
+from npformer.cli.worked_examples import vec
 
 
 def attend(query, keys, values, out):

@@ -17,8 +17,8 @@ npformer has both: ``PreNormBlock`` (the default) and ``PostNormBlock``
 import numpy as np
 
 from npformer import DecoderConfig, LayerNorm, RMSNorm, causal_mask
-from npformer.examples import vec
-from npformer.model import build_block
+from npformer.cli.worked_examples import vec
+from npformer import build_block
 
 
 def post_norm(inputs, mask, out):

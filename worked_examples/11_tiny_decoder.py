@@ -10,8 +10,8 @@ logits unchanged), and the causal mask removed (the first row reads ahead).
 import numpy as np
 
 from npformer import softmax
-from npformer.examples import vec
-from npformer.tour import tour
+from npformer.cli.worked_examples import vec
+from npformer.cli.tour import tour
 
 
 def quiet(*_):

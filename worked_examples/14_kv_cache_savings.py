@@ -11,7 +11,7 @@ every step's logits.
 import numpy as np
 
 from npformer import DecoderConfig, DecoderLM
-from npformer.generate import generate
+from npformer.t12_generate import generate
 
 PROMPT = [3, 8, 12, 5, 17, 42, 23, 6]          # the tutorial's ids
 
@@ -61,9 +61,9 @@ def run(out=print, new_tokens=8):
         f"{kv.nbytes:,} bytes (float64)")
 
     logit_gap = float(np.abs(np.array(plain["logits"]) - np.array(cached["logits"])).max())
-    library = generate(model, [PROMPT], T)[0]                       # npformer.generate, cached
+    library = generate(model, [PROMPT], T)[0]                       # npformer.t12_generate, cached
     out("3. Comparison")
-    out(f"   same tokens: {plain['ids'] == cached['ids']} (npformer.generate agrees: "
+    out(f"   same tokens: {plain['ids'] == cached['ids']} (npformer.t12_generate agrees: "
         f"{library == cached['ids']}); largest logit difference over all steps {logit_gap:.1e}")
     out(f"   projected positions: {plain['positions']} = {L} x (T*P + T(T-1)/2) without the cache, "
         f"{cached['positions']} = {L} x (P + T - 1) with it "

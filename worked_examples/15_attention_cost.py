@@ -11,8 +11,7 @@ linearly too.
 """
 import numpy as np
 
-from npformer import (MultiHeadAttention, causal_mask, flash_attention_forward,
-                      sliding_window_mask)
+from npformer import MultiHeadAttention, causal_mask, flash_attention_forward, sliding_window_mask
 
 MEASURED = (128, 256, 512, 1024)
 COMPUTED = (4096, 32768, 131072)

@@ -9,7 +9,8 @@ written) and K, V from the source side (the sentence being read).
 """
 import numpy as np
 
-from npformer import DecoderConfig, DecoderLM, Encoder, EncoderConfig, EncoderDecoder, Seq2SeqConfig
+from npformer import (DecoderConfig, DecoderLM, Encoder, EncoderConfig, EncoderDecoder,
+                      Seq2SeqConfig)
 
 IDS = np.array([[3, 8, 12, 5, 17, 42, 23, 6]])          # the tutorial's ids
 SOURCE = np.array([[4, 9, 21, 33, 2, 11]])              # a 6-token source ("English side")

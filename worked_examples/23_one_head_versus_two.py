@@ -18,7 +18,7 @@ number of parameters) read the two facts with two weight rows and get it right.
 import numpy as np
 
 from npformer import AdamW, MultiHeadAttention
-from npformer.examples import vec
+from npformer.cli.worked_examples import vec
 
 A, B, READER = np.eye(4)[:3]                     # features: fact A, fact B, "reader", one unused
 CONTEXTS = {"A A": (A, A), "B B": (B, B), "A B": (A, B)}

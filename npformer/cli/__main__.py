@@ -1,6 +1,6 @@
 """``python -m npformer.cli ...`` is the ``npformer`` command."""
 import sys
 
-from npformer.cli import main
+from . import main
 
 sys.exit(main())

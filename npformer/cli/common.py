@@ -135,7 +135,7 @@ def check_plot_dir(path):
     """Fail before training (not after) when --plot cannot work."""
     if path is None:
         return
-    from ..plot import PlotUnavailable, require_matplotlib
+    from .plot import PlotUnavailable, require_matplotlib
     try:
         require_matplotlib()
     except PlotUnavailable as error:

@@ -7,10 +7,10 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..data import (ExampleSource, TextSource, addition_task, aftersales, aftersales_corpus,
-                    encode_examples, reverse_task)
-from ..tokenizer import CharTokenizer
-from ..train import answer_accuracy, evaluate_loss
+from ..training.data import (ExampleSource, TextSource, addition_task, aftersales,
+                             aftersales_corpus, encode_examples, reverse_task)
+from ..training.tokenizer import CharTokenizer
+from ..training.loop import answer_accuracy, evaluate_loss
 from .common import UsageError
 
 BUILTIN = ("aftersales", "aftersales-en", "reverse", "add")

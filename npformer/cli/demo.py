@@ -9,12 +9,13 @@ import time
 
 import numpy as np
 
-from ..checkpoint import checkpoint_exists
-from ..data import CONTRASTS, TEMPLATES
-from ..generate import generate_text
-from ..model import DecoderConfig, DecoderLM
-from ..fast import keep_freed_memory
-from ..train import TrainConfig, answer_accuracy, limit_blas_threads, train
+from ..files.checkpoint import checkpoint_exists
+from ..training.data import CONTRASTS, TEMPLATES
+from ..t12_generate import generate_text
+from ..t10_model import DecoderConfig, DecoderLM
+from ..runtime.memory import keep_freed_memory
+from ..training.loop import TrainConfig, answer_accuracy, train
+from ..runtime.cores import limit_blas_threads
 from .common import UsageError, cap_threads, check_output_dir, check_plot_dir, say
 from .datasets import prepare
 from .model_options import add_run_arguments

@@ -11,8 +11,8 @@ import sys
 
 import numpy as np
 
-from ..checkpoint import CheckpointError, load_checkpoint
-from ..generate import generate
+from ..files.checkpoint import CheckpointError, load_checkpoint
+from ..t12_generate import generate
 from .common import UsageError, positive_int, probability, seed, temperature
 
 

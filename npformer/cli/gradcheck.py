@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import CASES, missing_cases
-from ..gradcheck import gradcheck
+from ..testing.cases import CASES, missing_cases
+from ..testing.gradcheck import gradcheck
 from .common import positive_number
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import DecoderConfig
+from ..t10_model import DecoderConfig
 from .common import UsageError, count, positive_int, positive_number, seed
 
 # name -> the value used when neither the user nor a resumed checkpoint gives one

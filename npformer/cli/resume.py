@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from ..checkpoint import CheckpointError, checkpoint_exists, read_checkpoint
-from ..train import TrainConfig
+from ..files.checkpoint import CheckpointError, checkpoint_exists, read_checkpoint
+from ..training.loop import TrainConfig
 from .common import UsageError
 from .datasets import prepare, text_spec
 from .model_options import MODEL_DEFAULTS, model_config

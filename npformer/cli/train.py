@@ -7,10 +7,11 @@ import signal
 
 import numpy as np
 
-from ..checkpoint import CheckpointError
-from ..model import DecoderLM
-from ..fast import keep_freed_memory
-from ..train import limit_blas_threads, train
+from ..files.checkpoint import CheckpointError
+from ..t10_model import DecoderLM
+from ..runtime.memory import keep_freed_memory
+from ..runtime.cores import limit_blas_threads
+from ..training.loop import train
 from .common import (UsageError, cap_threads, check_output_dir, check_plot_dir, count,
                      positive_int, say)
 from .datasets import BUILTIN

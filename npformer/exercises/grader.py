@@ -130,7 +130,6 @@ def build_overlay(root, learner):
     # and memory helpers that training uses stay importable
     with open(os.path.join(package, "fast", "__init__.py"), "w", encoding="utf-8") as f:
         f.write('"""No fast twins while grading: every function runs its plain maths."""\n'
-                'from .memory import keep_freed_memory  # noqa: F401\n'
                 'from .parallel import available_cores, cores, on_cores, use_cores  # noqa: F401\n')
     for name in learner.workspace.files:
         shutil.copyfile(learner.workspace.path(name), os.path.join(package, name))
@@ -141,7 +140,7 @@ def shown_paths(text, root, files, directory):
     paths, the library's by ``npformer/...``."""
     package = os.path.join(root, LEARNER) + os.sep
     for name in files:
-        text = text.replace(package + name, os.path.join(directory, name))
+        text = text.replace(package + name, os.path.join(directory, os.path.basename(name)))
     return text.replace(package, "npformer" + os.sep)
 
 

@@ -19,7 +19,7 @@ import traceback
 
 import numpy as np
 
-from ..fileio import write_json
+from ..files.fileio import write_json
 from . import catalog, claims, compare
 from .grader import LEARNER
 SHAPE_WORDS = ("matmul", "not aligned", "could not be broadcast", "mismatch in its core dimension")
@@ -30,8 +30,8 @@ def describe(error, root, files):
     package = os.path.join(os.path.abspath(root), LEARNER)
     where = line = None
     for frame in traceback.extract_tb(error.__traceback__):
-        path = os.path.abspath(frame.filename)
-        if os.path.dirname(path) == package and os.path.basename(path) in files:
+        path = os.path.relpath(os.path.abspath(frame.filename), package)
+        if path in files:
             where, line = f"{os.path.basename(path)}:{frame.lineno} in {frame.name}", frame.line
     if isinstance(error, SyntaxError) and error.filename:
         where, line = f"{os.path.basename(error.filename)}:{error.lineno}", (error.text or "").strip()
@@ -47,8 +47,8 @@ def describe(error, root, files):
 
 def check_case(case, size, learner, reference):
     """One gradient-check case at one size: forward, every gradient, accumulation, finite differences."""
-    mine = compare.Problem(*learner.checks.CASES[case](np.random.default_rng(size), size))
-    right = compare.Problem(*reference.checks.CASES[case](np.random.default_rng(size), size))
+    mine = compare.Problem(*learner.testing.cases.CASES[case](np.random.default_rng(size), size))
+    right = compare.Problem(*reference.testing.cases.CASES[case](np.random.default_rng(size), size))
     result = {"case": case, "size": size, "ok": False, "tensors": [], "notes": []}
     out, _ = mine.forward()
     expected, _ = right.forward()
@@ -73,8 +73,8 @@ def check_case(case, size, learner, reference):
     if accumulated:
         result["notes"].append(accumulated)
     if not result["tensors"] and not accumulated:
-        target, inputs, options = learner.checks.CASES[case](np.random.default_rng(size), size)
-        gradcheck = importlib.import_module(f"{LEARNER}.gradcheck").gradcheck
+        target, inputs, options = learner.testing.cases.CASES[case](np.random.default_rng(size), size)
+        gradcheck = importlib.import_module(f"{LEARNER}.testing.gradcheck").gradcheck
         report = gradcheck(target, *inputs, **options)
         result["finite_differences"] = report.max_rel_error
         if not report.ok:
@@ -126,13 +126,13 @@ def main(argv=None):
     exercise = catalog.find(name)
     try:
         learner = importlib.import_module(LEARNER)
-        importlib.import_module(f"{LEARNER}.checks")
+        importlib.import_module(f"{LEARNER}.testing.cases")
     except Exception as error:
         write_json(out_path, {"exercise": name, "checks": [], "claims": [],
                               "error": describe(error, root, files), "import_failed": True})
         return 0
     import npformer as reference
-    import npformer.checks  # noqa: F401  (the reference cases)
+    import npformer.testing.cases  # noqa: F401  (the reference cases)
     result = grade(exercise, learner, reference, root, files)
     write_json(out_path, result)
     return 0

@@ -81,10 +81,10 @@ def _strip_fast_twin(tree, lines, edits):
             for decorator in node.decorator_list:
                 if isinstance(decorator, ast.Name) and decorator.id == "fast_twin":
                     edits.append((decorator.lineno - 1, decorator.end_lineno - 1, []))
-        elif isinstance(node, ast.ImportFrom) and node.module == "track" and node.level == 1:
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("core.track"):
             others = [a for a in node.names if a.name != "fast_twin"]
             if len(others) < len(node.names):
-                text = [f"from .track import {', '.join(a.name for a in others)}"] if others else []
+                text = [f"from {'.' * node.level}{node.module} import {', '.join(a.name for a in others)}"] if others else []
                 edits.append((node.lineno - 1, node.end_lineno - 1, text))
 
 

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 
 from .. import __version__
-from ..fileio import atomic_write, write_json
+from ..files.fileio import atomic_write, write_json
 from . import catalog
 from .readme import workspace_readme
 from .stubs import cut
@@ -45,8 +45,9 @@ class Workspace:
         return tuple(dict.fromkeys(f for e in self.exercises for f in e.files(self.forward)))
 
     def path(self, name):
-        """The path of one of the workspace's files."""
-        return os.path.join(self.directory, name)
+        """The path in the workspace of one of the library's files (``training/optim.py``:
+        ``optim.py``): a workspace is one flat folder."""
+        return os.path.join(self.directory, os.path.basename(name))
 
 
 def library_dir():
@@ -99,7 +100,8 @@ def write_workspace(directory, start=None, only=None, forward=False, hints=True,
     building = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(directory)}.")
     try:
         for name, text in learner_sources(exercises, forward, hints, solutions).items():
-            atomic_write(os.path.join(building, name), lambda f, text=text: f.write(text), mode="w")
+            atomic_write(os.path.join(building, os.path.basename(name)), lambda f, text=text: f.write(text),
+                         mode="w")
         readme = workspace_readme(workspace, library_dir())
         atomic_write(os.path.join(building, "README.md"), lambda f: f.write(readme), mode="w")
         write_json(os.path.join(building, MARKER), _marker(workspace))

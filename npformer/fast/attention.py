@@ -1,4 +1,4 @@
-"""Fast twin of ``npformer.attention``'s scaled dot-product attention.
+"""Fast twin of ``npformer.t04_attention``'s scaled dot-product attention.
 
 - The H / H_kv query heads of a group are stacked as [B, H_kv, G*N, D], so one batched
   matmul serves grouped-query attention without repeating K and V.
@@ -14,11 +14,11 @@ import math
 
 import numpy as np
 
-from .. import attention as plain
-from ..attention import AttentionCache, combine_masks
-from ..functional import SoftmaxCache
-from ..track import twin_of
-from ..validate import check_mask, check_qkv, check_window
+from .. import t04_attention as plain
+from ..t04_attention import AttentionCache, combine_masks
+from ..t03_softmax import SoftmaxCache
+from ..core.track import twin_of
+from ..core.validate import check_mask, check_qkv, check_window
 from .functional import softmax_inplace
 from .parallel import run_blocks
 
@@ -41,7 +41,7 @@ def _mask_block(mask, batch, q_heads):
 
 @twin_of(plain.attention_forward)
 def attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None):
-    """Twin of ``npformer.attention.attention_forward``: grouped GEMMs, one score table."""
+    """Twin of ``npformer.t04_attention.attention_forward``: grouped GEMMs, one score table."""
     B, H, N, D, H_kv, M = check_qkv(q, k, v)
     mask = combine_masks(check_mask(mask, (B, H, N, M)), causal, check_window(window), N, M)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
@@ -65,7 +65,7 @@ def attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None)
 
 @twin_of(plain.attention_backward)
 def attention_backward(d_out, cache):
-    """Twin of ``npformer.attention.attention_backward``: grouped GEMMs, softmax backward in place."""
+    """Twin of ``npformer.t04_attention.attention_backward``: grouped GEMMs, softmax backward in place."""
     q, k, v, weights = cache.q, cache.k, cache.v, cache.weights
     B, H, N, D = q.shape
     H_kv, M = k.shape[1], k.shape[2]

@@ -1,12 +1,12 @@
-"""Fast twin of ``npformer.ffn``'s SwiGLU gate: SiLU(g) * u in row blocks, few temporaries."""
+"""Fast twin of ``npformer.t07_ffn``'s SwiGLU gate: SiLU(g) * u in row blocks, few temporaries."""
 from __future__ import annotations
 
 import numpy as np
 
-from .. import ffn as plain
-from ..ffn import GateCache
-from ..functional import SiluCache
-from ..track import twin_of
+from .. import t07_ffn as plain
+from ..t07_ffn import GateCache
+from ..t06_activations import SiluCache
+from ..core.track import twin_of
 from .functional import contiguous, map_rows, sigmoid_into
 
 
@@ -19,7 +19,7 @@ def _gate_into(g, u, h, gated, s):
 
 @twin_of(plain.swiglu_gate_forward)
 def swiglu_gate_forward(g, u):
-    """Twin of ``npformer.ffn.swiglu_gate_forward``: one pass per row block, no temporaries."""
+    """Twin of ``npformer.t07_ffn.swiglu_gate_forward``: one pass per row block, no temporaries."""
     g, u = contiguous(g), contiguous(u)
     h, gated, s = map_rows(_gate_into, [g, u], n_outputs=3)
     return h, GateCache(gated, u, SiluCache(g, s))
@@ -38,7 +38,7 @@ def _gate_backward_into(d_out, gated, u, g, s, d_g, d_u):
 
 @twin_of(plain.swiglu_gate_backward)
 def swiglu_gate_backward(d_out, cache):
-    """Twin of ``npformer.ffn.swiglu_gate_backward``: both gradients in one pass per row block."""
+    """Twin of ``npformer.t07_ffn.swiglu_gate_backward``: both gradients in one pass per row block."""
     silu = cache.silu
     return tuple(map_rows(_gate_backward_into, [d_out, cache.gated, cache.value, silu.x, silu.s],
                           n_outputs=2))

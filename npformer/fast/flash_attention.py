@@ -1,4 +1,4 @@
-"""Fast twin of ``npformer.flash_attention``: the blockwise attention tiled for speed.
+"""Fast twin of ``npformer.t18_flash_attention``: the blockwise attention tiled for speed.
 
 - Query heads of a group are stacked position-major as [B, H_kv, N*G, D], so the queries at
   positions r0..r1 are one contiguous slice and each group reads its shared K/V head by a
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import flash_attention as plain
-from ..attention import may_read
-from ..flash_attention import FlashAttentionCache, flash_settings
-from ..track import twin_of
+from .. import t18_flash_attention as plain
+from ..t04_attention import may_read
+from ..t18_flash_attention import FlashAttentionCache, flash_settings
+from ..core.track import twin_of
 
 
 # -- layout helpers ------------------------------------------------------------------------
@@ -67,7 +67,7 @@ def _block_allowed(c, r0, r1, j0, j1, G):
 # -- forward --------------------------------------------------------------------------------
 @twin_of(plain.flash_attention_forward)
 def flash_attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None, block_size=128):
-    """Twin of ``npformer.flash_attention.flash_attention_forward``: grouped rows, tiles skipped
+    """Twin of ``npformer.t18_flash_attention.flash_attention_forward``: grouped rows, tiles skipped
     where the causal rule leaves nothing to read, the online softmax updated in place.
 
     The cache keeps ``out`` itself (backward reads it): do not modify it in place.
@@ -116,7 +116,7 @@ def flash_attention_forward(q, k, v, mask=None, scale=None, causal=False, window
 # -- backward --------------------------------------------------------------------------------
 @twin_of(plain.flash_attention_backward)
 def flash_attention_backward(d_out, cache):
-    """Twin of ``npformer.flash_attention.flash_attention_backward``: grouped rows, in place."""
+    """Twin of ``npformer.t18_flash_attention.flash_attention_backward``: grouped rows, in place."""
     c = cache
     q, k, v = c.q, c.k, c.v
     B, H, N, D = q.shape

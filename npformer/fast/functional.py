@@ -1,4 +1,4 @@
-"""Fast twins of ``npformer.functional``: softmax, tanh-GELU and SiLU written in few arrays.
+"""Fast twins of softmax (``t03_softmax``), tanh-GELU and SiLU (``t06_activations``) written in few arrays.
 
 On this machine a fresh multi-megabyte temporary costs more in page faults than the
 arithmetic on it, so each function here works in one or two arrays, updated in place
@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import functional as plain
-from ..functional import GELU_A, GELU_C, GeluTanhCache, SiluCache, SoftmaxCache
-from ..track import twin_of
+from .. import t03_softmax as softmax_file, t06_activations as activation_file
+from ..t03_softmax import SoftmaxCache
+from ..t06_activations import GELU_A, GELU_C, GeluTanhCache, SiluCache
+from ..core.track import twin_of
 from .parallel import run_blocks
 
 
@@ -51,9 +52,9 @@ def softmax_inplace(scores, axis=-1):
     return scores
 
 
-@twin_of(plain.softmax_forward)
+@twin_of(softmax_file.softmax_forward)
 def softmax_forward(x, axis=-1, mask=None):
-    """Twin of ``npformer.functional.softmax_forward``: one array, updated in place."""
+    """Twin of ``npformer.t03_softmax.softmax_forward``: one array, updated in place."""
     if mask is not None:
         y = np.where(mask, x, x.dtype.type(-np.inf))
     else:
@@ -66,9 +67,9 @@ def softmax_forward(x, axis=-1, mask=None):
     return y, SoftmaxCache(y, axis)
 
 
-@twin_of(plain.softmax_backward)
+@twin_of(softmax_file.softmax_backward)
 def softmax_backward(d_out, cache):
-    """Twin of ``npformer.functional.softmax_backward``: the row dot by einsum, then in place."""
+    """Twin of ``npformer.t03_softmax.softmax_backward``: the row dot by einsum, then in place."""
     y = cache.y
     if y.ndim == 0 or cache.axis % y.ndim != y.ndim - 1:
         return y * (d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True))
@@ -96,9 +97,9 @@ def _gelu_tanh_into(x, y, t):
     y *= x.dtype.type(0.5)
 
 
-@twin_of(plain.gelu_tanh_forward)
+@twin_of(activation_file.gelu_tanh_forward)
 def gelu_tanh_forward(x):
-    """Twin of ``npformer.functional.gelu_tanh_forward``: two arrays, built with ``out=``."""
+    """Twin of ``npformer.t06_activations.gelu_tanh_forward``: two arrays, built with ``out=``."""
     x = contiguous(x)
     y, t = map_rows(_gelu_tanh_into, [x], n_outputs=2)
     return y, GeluTanhCache(x, t)
@@ -121,9 +122,9 @@ def _gelu_tanh_slope_into(x, t, d_out, slope):
     slope *= d_out
 
 
-@twin_of(plain.gelu_tanh_backward)
+@twin_of(activation_file.gelu_tanh_backward)
 def gelu_tanh_backward(d_out, cache):
-    """Twin of ``npformer.functional.gelu_tanh_backward``: two arrays, built with ``out=``."""
+    """Twin of ``npformer.t06_activations.gelu_tanh_backward``: two arrays, built with ``out=``."""
     return map_rows(_gelu_tanh_slope_into, [cache.x, cache.t, d_out])[0]
 
 
@@ -142,9 +143,9 @@ def _silu_into(x, y, s):
     np.multiply(x, s, out=y)
 
 
-@twin_of(plain.silu_forward)
+@twin_of(activation_file.silu_forward)
 def silu_forward(x):
-    """Twin of ``npformer.functional.silu_forward``: the sigmoid in one array."""
+    """Twin of ``npformer.t06_activations.silu_forward``: the sigmoid in one array."""
     x = contiguous(x)
     y, s = map_rows(_silu_into, [x], n_outputs=2)
     return y, SiluCache(x, s)
@@ -159,7 +160,7 @@ def _silu_slope_into(x, s, d_out, slope):
     slope *= d_out
 
 
-@twin_of(plain.silu_backward)
+@twin_of(activation_file.silu_backward)
 def silu_backward(d_out, cache):
-    """Twin of ``npformer.functional.silu_backward``: one array, updated in place."""
+    """Twin of ``npformer.t06_activations.silu_backward``: one array, updated in place."""
     return map_rows(_silu_slope_into, [cache.x, cache.s, d_out])[0]

@@ -1,4 +1,4 @@
-"""Fast twins of ``npformer.linear``: every position as one row of 2-D GEMMs, split over cores.
+"""Fast twins of ``npformer.t02_linear``: every position as one row of 2-D GEMMs, split over cores.
 
 ``x @ W`` on a [B, N, d_in] array runs one GEMM per batch row; reshaped to [B*N, d_in]
 it is one larger GEMM, which BLAS runs faster. With several cores the rows of the output
@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import linear as plain
-from ..linear import LinearCache
-from ..track import twin_of
+from .. import t02_linear as plain
+from ..t02_linear import LinearCache
+from ..core.track import twin_of
 from .parallel import run_blocks
 
 
 @twin_of(plain.linear_forward)
 def linear_forward(x, weight, bias=None):
-    """Twin of ``npformer.linear.linear_forward``: one 2-D GEMM in row blocks, the bias in place."""
+    """Twin of ``npformer.t02_linear.linear_forward``: one 2-D GEMM in row blocks, the bias in place."""
     d_in, d_out = weight.shape
     rows = x.reshape(-1, d_in)
     y = np.empty((len(rows), d_out), np.result_type(x, weight))
@@ -33,7 +33,7 @@ def linear_forward(x, weight, bias=None):
 
 @twin_of(plain.linear_backward)
 def linear_backward(d_out, cache):
-    """Twin of ``npformer.linear.linear_backward``: 2-D GEMMs in blocks, the bias gradient as ones @ dy."""
+    """Twin of ``npformer.t02_linear.linear_backward``: 2-D GEMMs in blocks, the bias gradient as ones @ dy."""
     x, weight = cache.x, cache.weight
     d_in, width = weight.shape
     x_rows, d_rows = x.reshape(-1, d_in), d_out.reshape(-1, width)

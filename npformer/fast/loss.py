@@ -1,4 +1,4 @@
-"""Fast twin of ``npformer.loss``: cross-entropy in one [B*N, V] array, rows split over cores.
+"""Fast twin of ``npformer.t11_loss``: cross-entropy in one [B*N, V] array, rows split over cores.
 
 The softmax runs in place on the shifted logits; the loss comes from the log of each
 row's sum; the backward scales the probabilities and subtracts the one-hot entries by
@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import loss as plain
-from ..loss import IGNORE_INDEX, CrossEntropyCache, check_targets
-from ..track import twin_of
+from .. import t11_loss as plain
+from ..t11_loss import IGNORE_INDEX, CrossEntropyCache, check_targets
+from ..core.track import twin_of
 from .parallel import run_blocks
 
 
 @twin_of(plain.cross_entropy_forward)
 def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
-    """Twin of ``npformer.loss.cross_entropy_forward``: softmax in place, loss from log-sum-exp."""
+    """Twin of ``npformer.t11_loss.cross_entropy_forward``: softmax in place, loss from log-sum-exp."""
     targets, counted = check_targets(logits, targets, ignore_index)
     safe = np.where(counted, targets, 0)
     V = logits.shape[-1]
@@ -38,7 +38,7 @@ def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
 
 @twin_of(plain.cross_entropy_backward)
 def cross_entropy_backward(d_loss, cache):
-    """Twin of ``npformer.loss.cross_entropy_backward``: one scaled copy, one-hot by fancy index."""
+    """Twin of ``npformer.t11_loss.cross_entropy_backward``: one scaled copy, one-hot by fancy index."""
     weight = (cache.counted * (d_loss / max(cache.count, 1))).astype(cache.probs.dtype).reshape(-1)
     V = cache.probs.shape[-1]
     d_logits = np.empty_like(cache.probs)

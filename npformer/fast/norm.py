@@ -1,4 +1,4 @@
-"""Fast twins of ``npformer.norm``: LayerNorm and RMSNorm with few temporaries, rows split over cores.
+"""Fast twins of ``npformer.t08_norm``: LayerNorm and RMSNorm with few temporaries, rows split over cores.
 
 The centred input is computed once and becomes xhat in place; the row statistics come
 from einsum; the gain and shift gradients are sums over every position, written as a
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import norm as plain
-from ..norm import NormCache
-from ..track import twin_of
+from .. import t08_norm as plain
+from ..t08_norm import NormCache
+from ..core.track import twin_of
 from .functional import as_rows, contiguous
 from .parallel import run_blocks
 
@@ -39,7 +39,7 @@ def _normalise(x, eps, centre):
 
 @twin_of(plain.layernorm_forward)
 def layernorm_forward(x, gamma, beta, eps=1e-5):
-    """Twin of ``npformer.norm.layernorm_forward``: the centred input becomes xhat in place."""
+    """Twin of ``npformer.t08_norm.layernorm_forward``: the centred input becomes xhat in place."""
     xhat, rstd = _normalise(x, eps, centre=True)
     y = xhat * gamma
     y += beta
@@ -48,7 +48,7 @@ def layernorm_forward(x, gamma, beta, eps=1e-5):
 
 @twin_of(plain.rmsnorm_forward)
 def rmsnorm_forward(x, gamma, eps=1e-6):
-    """Twin of ``npformer.norm.rmsnorm_forward``: the mean square by einsum."""
+    """Twin of ``npformer.t08_norm.rmsnorm_forward``: the mean square by einsum."""
     xhat, rstd = _normalise(x, eps, centre=False)
     return xhat * gamma, NormCache(xhat, rstd, gamma)
 
@@ -80,12 +80,12 @@ def _norm_backward(d_out, cache, centre):
 
 @twin_of(plain.layernorm_backward)
 def layernorm_backward(d_out, cache):
-    """Twin of ``npformer.norm.layernorm_backward``: row sums by BLAS, corrections in place."""
+    """Twin of ``npformer.t08_norm.layernorm_backward``: row sums by BLAS, corrections in place."""
     return _norm_backward(d_out, cache, centre=True)
 
 
 @twin_of(plain.rmsnorm_backward)
 def rmsnorm_backward(d_out, cache):
-    """Twin of ``npformer.norm.rmsnorm_backward``: row sums by BLAS, corrections in place."""
+    """Twin of ``npformer.t08_norm.rmsnorm_backward``: row sums by BLAS, corrections in place."""
     d_x, d_gamma, _ = _norm_backward(d_out, cache, centre=False)
     return d_x, d_gamma

@@ -1,4 +1,4 @@
-"""Fast twin of ``npformer.optim.adamw_update``: the update in place, rows split over cores.
+"""Fast twin of ``npformer.training.optim.adamw_update``: the update in place, rows split over cores.
 
 No array is allocated per step: the moments and the parameter are updated in place with
 ``out=`` and augmented assignment, and the one temporary the update needs lives in a
@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from .. import optim as plain
-from ..track import twin_of
+from ..training import optim as plain
+from ..core.track import twin_of
 from .functional import as_rows, contiguous
 from .parallel import run_blocks
 
@@ -50,7 +50,7 @@ def _update_rows(data, grad, m, v, scratch, step, lr, betas, eps, weight_decay):
 
 @twin_of(plain.adamw_update)
 def adamw_update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-    """Twin of ``npformer.optim.adamw_update``: overwrites ``data``, ``m`` and ``v`` and returns them."""
+    """Twin of ``npformer.training.optim.adamw_update``: overwrites ``data``, ``m`` and ``v`` and returns them."""
     if not all(a.flags.c_contiguous for a in (data, m, v)):     # row views would be copies
         _update_rows(data, grad, m, v, scratch_like(data), step, lr, betas, eps, weight_decay)
         return data, m, v

@@ -1,12 +1,12 @@
-"""Fast twin of ``npformer.rope.rotate``: the rotation written straight into its output, in
+"""Fast twin of ``npformer.t05_rope.rotate``: the rotation written straight into its output, in
 blocks of the batch computed at once on the cores."""
 from __future__ import annotations
 
 import numpy as np
 
-from .. import rope as plain
-from ..rope import pairs
-from ..track import twin_of
+from .. import t05_rope as plain
+from ..t05_rope import pairs
+from ..core.track import twin_of
 from .parallel import run_blocks
 
 
@@ -22,7 +22,7 @@ def _rotate_into(x, cos, sin, out, layout, rotated):
 
 @twin_of(plain.rotate)
 def rotate(x, cos, sin, layout="half", rotated=None):
-    """Twin of ``npformer.rope.rotate``: no copy of x first, batch blocks over the cores."""
+    """Twin of ``npformer.t05_rope.rotate``: no copy of x first, batch blocks over the cores."""
     rotated = x.shape[-1] if rotated is None else rotated
     out = np.empty(x.shape, x.dtype)
     if x.ndim < 2:

@@ -12,7 +12,7 @@ one module each:
    attention fuses Q, K and V into one ``qkv`` Linear with columns [H*D | H_kv*D | H_kv*D].
 
 ``files`` reads and writes the ``.safetensors`` files and checkpoint directories
-(atomically, through ``npformer.fileio``); ``convert`` holds the entry points.
+(atomically, through ``npformer.files.fileio``); ``convert`` holds the entry points.
 
 Families: GPT-2, Llama and Mixtral -> ``DecoderLM``; BERT -> ``Encoder``;
 BART -> ``EncoderDecoder``. Llama-family RoPE rotates feature i with feature
@@ -53,7 +53,7 @@ says which were chosen:
   forward/backward. ``hf_state_dict`` writes it back.
 
 ``read_hf_checkpoint`` reads Hugging Face's files; npformer's own training
-checkpoints are read by ``npformer.checkpoint.load_checkpoint``. Reading and
+checkpoints are read by ``npformer.files.checkpoint.load_checkpoint``. Reading and
 writing ``.safetensors`` needs the optional extra ``pip install npformer[hf]``;
 nothing optional is imported until a file is touched.
 """
@@ -77,9 +77,9 @@ __all__ = ["FAMILIES", "ParamMap", "bf16_to_float32", "convert_state_dict",
 
 def load_checkpoint(directory):
     """Deprecated name of ``read_hf_checkpoint`` (it shared its name with
-    ``npformer.checkpoint.load_checkpoint``, which reads npformer's own checkpoints)."""
+    ``npformer.files.checkpoint.load_checkpoint``, which reads npformer's own checkpoints)."""
     warnings.warn("npformer.interop.load_checkpoint is deprecated: use "
                   "npformer.interop.read_hf_checkpoint for Hugging Face checkpoint directories "
-                  "(npformer.checkpoint.load_checkpoint reads npformer's own)",
+                  "(npformer.files.checkpoint.load_checkpoint reads npformer's own)",
                   DeprecationWarning, stacklevel=2)
     return read_hf_checkpoint(directory)

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..encoder import EncoderConfig
-from ..model import DecoderConfig
-from ..seq2seq import Seq2SeqConfig
+from ..t15_encoder import EncoderConfig
+from ..t10_model import DecoderConfig
+from ..t17_seq2seq import Seq2SeqConfig
 
 FAMILIES = ("gpt2", "llama", "mixtral", "bert", "bart")
 
@@ -177,7 +177,7 @@ def _llama_from_hf(hf):
 
 
 def _mixtral_moe_from_hf(hf):
-    """Mixtral's MoE settings as DecoderConfig fields (see npformer.moe).
+    """Mixtral's MoE settings as DecoderConfig fields (see npformer.t14_moe).
 
     The router loss becomes Hugging Face's: ``moe_aux_objective="pooled"`` (one
     load-balancing loss from the routing of all layers pooled, padded positions left

@@ -11,9 +11,9 @@ import os
 
 import numpy as np
 
-from ..encoder import Encoder, EncoderConfig
-from ..model import DecoderConfig, DecoderLM
-from ..seq2seq import EncoderDecoder, Seq2SeqConfig
+from ..t15_encoder import Encoder, EncoderConfig
+from ..t10_model import DecoderConfig, DecoderLM
+from ..t17_seq2seq import EncoderDecoder, Seq2SeqConfig
 from .configs import (decoder_config_from_hf, encoder_config_from_hf, family_of, hf_config_dict,
                       hf_config_from_decoder, seq2seq_config_from_hf)
 from .files import read_hf_checkpoint, to_numpy, write_hf_checkpoint

@@ -29,9 +29,9 @@ from typing import Callable
 
 import numpy as np
 
-from ..encoder import EncoderConfig
-from ..model import DecoderConfig
-from ..seq2seq import Seq2SeqConfig
+from ..t15_encoder import EncoderConfig
+from ..t10_model import DecoderConfig
+from ..t17_seq2seq import Seq2SeqConfig
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 import transformers
 
-from npformer.attention import padding_mask
+from npformer.t04_attention import padding_mask
 
 DTYPES = {np.float32: torch.float32, np.float64: torch.float64}
 V = 64   # vocabulary of every tiny decoder

@@ -21,9 +21,9 @@ transformers = pytest.importorskip("transformers")
 from crosscheck_util import check  # noqa: E402
 from hf_util import V, bart, build_hf  # noqa: E402
 
-from npformer.attention import causal_mask, padding_mask  # noqa: E402
+from npformer.t04_attention import causal_mask, padding_mask  # noqa: E402
 from npformer.interop import from_hf, hf_grads_as_ours  # noqa: E402
-from npformer.loss import cross_entropy_backward, cross_entropy_forward  # noqa: E402
+from npformer.t11_loss import cross_entropy_backward, cross_entropy_forward  # noqa: E402
 
 pytestmark = pytest.mark.crosscheck
 START = 2          # BART's decoder_start_token_id

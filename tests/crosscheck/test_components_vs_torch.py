@@ -18,7 +18,7 @@ F = torch.nn.functional
 from crosscheck_util import check  # noqa: E402
 
 import npformer  # noqa: E402
-from npformer.attention import causal_mask, padding_mask  # noqa: E402
+from npformer.t04_attention import causal_mask, padding_mask  # noqa: E402
 
 pytestmark = pytest.mark.crosscheck
 TOL = 1e-10
@@ -330,7 +330,7 @@ def test_cross_entropy_with_ignore_index(rng):
 def test_adamw_steps_match_torch_optim_adamw(rng):
     """Five steps on random gradients; npformer decays only the matrices (its no_decay rule),
     so torch gets two parameter groups built from that same decision."""
-    optim = pytest.importorskip("npformer.optim")
+    optim = pytest.importorskip("npformer.training.optim")
     model = npformer.DecoderLM(npformer.DecoderConfig(vocab_size=11, d_model=8, n_heads=2),
                                rng, np.float64)
     randomise(model, rng)

@@ -23,7 +23,7 @@ from crosscheck_util import check  # noqa: E402
 from hf_util import V, build_hf, decoder_states, gpt2, greedy_hf, greedy_ours, llama, mixtral  # noqa: E402,E501
 
 from npformer.interop import from_hf, hf_grads_as_ours, save_hf  # noqa: E402
-from npformer.loss import IGNORE_INDEX, cross_entropy_backward, cross_entropy_forward  # noqa: E402
+from npformer.t11_loss import IGNORE_INDEX, cross_entropy_backward, cross_entropy_forward  # noqa: E402
 
 pytestmark = pytest.mark.crosscheck
 

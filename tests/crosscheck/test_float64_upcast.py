@@ -20,7 +20,7 @@ from crosscheck_util import check  # noqa: E402
 from hf_util import build_hf, decoder_states, gpt2, llama, mixtral  # noqa: E402
 
 from npformer.interop import from_hf, hf_grads_as_ours  # noqa: E402
-from npformer.loss import IGNORE_INDEX, cross_entropy_backward, cross_entropy_forward  # noqa: E402
+from npformer.t11_loss import IGNORE_INDEX, cross_entropy_backward, cross_entropy_forward  # noqa: E402
 
 pytestmark = pytest.mark.crosscheck
 TOL = 1e-9

@@ -17,8 +17,7 @@ from crosscheck_util import check  # noqa: E402
 from hf_util import V, bart, bert, build_hf, gpt2, llama, mixtral  # noqa: E402
 
 from npformer import DecoderConfig, DecoderLM  # noqa: E402
-from npformer.interop import (bf16_to_float32, from_hf, hf_state_dict, read_safetensors,  # noqa: E402
-                              save_hf)
+from npformer.interop import bf16_to_float32, from_hf, hf_state_dict, read_safetensors, save_hf
 
 pytestmark = pytest.mark.crosscheck
 

@@ -17,7 +17,7 @@ tokenizers = pytest.importorskip("tokenizers")
 
 from crosscheck_util import WORST  # noqa: E402
 
-from npformer.pretrained import PACKAGE, WordPiece, load_minilm, model_directory  # noqa: E402
+from npformer.interop.pretrained import PACKAGE, WordPiece, load_minilm, model_directory  # noqa: E402
 
 pytestmark = pytest.mark.crosscheck
 

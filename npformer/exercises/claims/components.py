@@ -11,7 +11,7 @@ from .registry import ClaimFailed, claim, close, rng, upstream_at, zero
 # -- softmax ------------------------------------------------------------------------
 @claim("softmax", "weights are non-negative and each row sums to 1")
 def _(L, R):
-    w = L.functional.softmax(5 * rng().standard_normal((3, 7)))
+    w = L.t03_softmax.softmax(5 * rng().standard_normal((3, 7)))
     if (w < 0).any():
         raise ClaimFailed(f"a negative weight {w.min():.3g}")
     close("row sums", w.sum(axis=-1), 1.0)
@@ -20,26 +20,26 @@ def _(L, R):
 @claim("softmax", "a masked score gets weight exactly 0; a fully masked row gives zeros, not NaN")
 def _(L, R):
     mask = np.array([[True, False, True, True], [False] * 4])
-    w = L.functional.softmax(rng().standard_normal((2, 4)), mask=mask)
+    w = L.t03_softmax.softmax(rng().standard_normal((2, 4)), mask=mask)
     zero("weights where masked", np.where(mask, 0, w))
     close("row sums", w.sum(axis=-1), [1.0, 0.0])
 
 
 @claim("softmax", "huge scores do not overflow: [1e300, 5e299, -1e300, 0] gives [1, 0, 0, 0]")
 def _(L, R):
-    close("weights", L.functional.softmax(np.array([1e300, 5e299, -1e300, 0.0])), [1, 0, 0, 0])
+    close("weights", L.t03_softmax.softmax(np.array([1e300, 5e299, -1e300, 0.0])), [1, 0, 0, 0])
 
 
 @claim("softmax", "the tutorial's scores [0.707, 0] give weights [0.670, 0.330]")
 def _(L, R):
-    close("weights", L.functional.softmax(np.array([1 / math.sqrt(2), 0.0])), [0.670, 0.330], 5e-4)
+    close("weights", L.t03_softmax.softmax(np.array([1 / math.sqrt(2), 0.0])), [0.670, 0.330], 5e-4)
 
 
 @claim("softmax", "each row of the gradient sums to 0: adding a constant to a row changes nothing")
 def _(L, R):
     g = rng()
-    y, cache = L.functional.softmax_forward(g.standard_normal((4, 6)))
-    d = L.functional.softmax_backward(g.standard_normal((4, 6)), cache)
+    y, cache = L.t03_softmax.softmax_forward(g.standard_normal((4, 6)))
+    d = L.t03_softmax.softmax_backward(g.standard_normal((4, 6)), cache)
     close("row sums of the gradient", np.sum(d, axis=-1), 0.0, 1e-12)
 
 
@@ -47,8 +47,8 @@ def _(L, R):
 def _(L, R):
     g = rng()
     mask = np.array([[True, False, True, True], [False] * 4])
-    y, cache = L.functional.softmax_forward(g.standard_normal((2, 4)), mask=mask)
-    zero("the gradient where masked", np.where(mask, 0, L.functional.softmax_backward(
+    y, cache = L.t03_softmax.softmax_forward(g.standard_normal((2, 4)), mask=mask)
+    zero("the gradient where masked", np.where(mask, 0, L.t03_softmax.softmax_backward(
         g.standard_normal((2, 4)), cache)))
 
 
@@ -56,14 +56,14 @@ def _(L, R):
 @claim("activations", "ReLU passes the gradient where x > 0 and stops it where x < 0")
 def _(L, R):
     x = np.array([-2.0, -0.5, 0.5, 3.0])
-    _, cache = L.functional.relu_forward(x)
-    close("ReLU gradient", L.functional.relu_backward(np.array([1.0, 2.0, 3.0, 4.0]), cache), [0, 0, 3, 4])
+    _, cache = L.t06_activations.relu_forward(x)
+    close("ReLU gradient", L.t06_activations.relu_backward(np.array([1.0, 2.0, 3.0, 4.0]), cache), [0, 0, 3, 4])
 
 
 def _slopes(L, x):
     slopes = {}
     for name in ("gelu", "gelu_tanh", "silu"):
-        forward, backward = L.functional.FUNCTION_PAIRS[name]
+        forward, backward = L.FUNCTION_PAIRS[name]
         _, cache = forward(np.asarray(x, dtype=np.float64))
         slopes[name] = backward(np.ones(np.shape(x)), cache)
     return slopes
@@ -83,26 +83,26 @@ def _(L, R):
 
 @claim("activations", "GELU(1) = Phi(1) = 0.841345 and SiLU(1) = sigmoid(1) = 0.731059")
 def _(L, R):
-    close("GELU(1)", L.functional.gelu_forward(np.array([1.0]))[0], [0.8413447460685429], 1e-12)
-    close("SiLU(1)", L.functional.silu_forward(np.array([1.0]))[0], [1 / (1 + math.exp(-1))], 1e-12)
+    close("GELU(1)", L.t06_activations.gelu_forward(np.array([1.0]))[0], [0.8413447460685429], 1e-12)
+    close("SiLU(1)", L.t06_activations.silu_forward(np.array([1.0]))[0], [1 / (1 + math.exp(-1))], 1e-12)
 
 
 # -- linear -------------------------------------------------------------------------
 @claim("linear", "d_bias is d_out summed over every position")
 def _(L, R):
     g = rng()
-    _, cache = L.linear.linear_forward(g.standard_normal((2, 3, 4)), g.standard_normal((4, 5)),
+    _, cache = L.t02_linear.linear_forward(g.standard_normal((2, 3, 4)), g.standard_normal((4, 5)),
                                        g.standard_normal(5))
     d_out = g.standard_normal((2, 3, 5))
-    close("d_bias", L.linear.linear_backward(d_out, cache)[2], d_out.sum(axis=(0, 1)))
+    close("d_bias", L.t02_linear.linear_backward(d_out, cache)[2], d_out.sum(axis=(0, 1)))
 
 
 @claim("linear", "a batch's weight gradient is the sum of its examples' (each position adds x^T dy)")
 def _(L, R):
     g = rng()
     x, weight, d_out = g.standard_normal((2, 3, 4)), g.standard_normal((4, 5)), g.standard_normal((2, 3, 5))
-    whole = L.linear.linear_backward(d_out, L.linear.linear_forward(x, weight)[1])[1]
-    parts = [L.linear.linear_backward(d_out[b:b + 1], L.linear.linear_forward(x[b:b + 1], weight)[1])[1]
+    whole = L.t02_linear.linear_backward(d_out, L.t02_linear.linear_forward(x, weight)[1])[1]
+    parts = [L.t02_linear.linear_backward(d_out[b:b + 1], L.t02_linear.linear_forward(x[b:b + 1], weight)[1])[1]
              for b in range(2)]
     close("d_weight of the batch", whole, parts[0] + parts[1])
 
@@ -110,8 +110,8 @@ def _(L, R):
 @claim("linear", "without a bias, the bias gradient is None")
 def _(L, R):
     g = rng()
-    _, cache = L.linear.linear_forward(g.standard_normal((2, 4)), g.standard_normal((4, 3)))
-    if L.linear.linear_backward(g.standard_normal((2, 3)), cache)[2] is not None:
+    _, cache = L.t02_linear.linear_forward(g.standard_normal((2, 4)), g.standard_normal((4, 3)))
+    if L.t02_linear.linear_backward(g.standard_normal((2, 3)), cache)[2] is not None:
         raise ClaimFailed("linear_backward returned a bias gradient for a layer without a bias")
 
 
@@ -119,7 +119,7 @@ def _(L, R):
 @claim("embedding", "an id read twice receives both gradients; ids never read receive none")
 def _(L, R):
     g = rng()
-    table = L.embedding.Embedding(5, 3, g, dtype=np.float64)
+    table = L.t01_embedding.Embedding(5, 3, g, dtype=np.float64)
     ids = np.array([[3, 3, 1]])
     _, cache = table.forward(ids)
     d_out = g.standard_normal((1, 3, 3))
@@ -134,9 +134,9 @@ def _(L, R):
 @claim("embedding", "positions shared by the whole batch receive the sum over the batch")
 def _(L, R):
     g = rng()
-    tokens = L.embedding.Embedding(7, 4, g, dtype=np.float64)
-    positions = L.embedding.LearnedPositions(6, 4, g, dtype=np.float64)
-    embed = L.embedding.Embeddings(tokens, positions)
+    tokens = L.t01_embedding.Embedding(7, 4, g, dtype=np.float64)
+    positions = L.t01_embedding.LearnedPositions(6, 4, g, dtype=np.float64)
+    embed = L.t01_embedding.Embeddings(tokens, positions)
     _, cache = embed.forward(g.integers(0, 7, (3, 5)))
     d_out = g.standard_normal((3, 5, 4))
     embed.backward(d_out, cache)
@@ -154,7 +154,7 @@ def _qkv(g, B=2, H=2, H_kv=2, N=5, D=4):
 def _(L, R):
     q, k, v = np.array([[[[1.0, 0.0]]]]), np.array([[[[1.0, 0.0], [0.0, 1.0]]]]), \
         np.array([[[[2.0, 0.0], [0.0, 4.0]]]])
-    close("output", L.attention.attention_forward(q, k, v)[0][0, 0, 0], [1.340, 1.321], 1e-3)
+    close("output", L.t04_attention.attention_forward(q, k, v)[0][0, 0, 0], [1.340, 1.321], 1e-3)
 
 
 @claim("attention", "keys no query may read (padding) get exactly zero gradient in d_k and d_v")
@@ -163,8 +163,8 @@ def _(L, R):
     q, k, v = _qkv(g)
     mask = np.ones((2, 1, 1, 5), bool)
     mask[:, :, :, -1] = False
-    out, cache = L.attention.attention_forward(q, k, v, mask)
-    _, d_k, d_v = L.attention.attention_backward(g.standard_normal(out.shape), cache)
+    out, cache = L.t04_attention.attention_forward(q, k, v, mask)
+    _, d_k, d_v = L.t04_attention.attention_backward(g.standard_normal(out.shape), cache)
     zero("d_k of the padded key", d_k[:, :, -1])
     zero("d_v of the padded key", d_v[:, :, -1])
 
@@ -173,8 +173,8 @@ def _(L, R):
 def _(L, R):
     g = rng()
     q, k, v = _qkv(g)
-    out, cache = L.attention.attention_forward(q, k, v, causal=True)
-    _, d_k, d_v = L.attention.attention_backward(upstream_at(out.shape, (slice(None), slice(None), 1), g),
+    out, cache = L.t04_attention.attention_forward(q, k, v, causal=True)
+    _, d_k, d_v = L.t04_attention.attention_backward(upstream_at(out.shape, (slice(None), slice(None), 1), g),
                                                  cache)
     zero("d_k of the keys after position 1", d_k[:, :, 2:])
     zero("d_v of the values after position 1", d_v[:, :, 2:])
@@ -185,18 +185,18 @@ def _(L, R):
 def _(L, R):
     g = rng()
     q, k, v = _qkv(g, H=4, H_kv=2)
-    out, cache = L.attention.attention_forward(q, k, v)
+    out, cache = L.t04_attention.attention_forward(q, k, v)
     G = g.standard_normal(out.shape)
-    _, d_k, d_v = L.attention.attention_backward(G, cache)
-    _, wide = L.attention.attention_forward(q, np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1))
-    _, d_k_wide, d_v_wide = L.attention.attention_backward(G, wide)
+    _, d_k, d_v = L.t04_attention.attention_backward(G, cache)
+    _, wide = L.t04_attention.attention_forward(q, np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1))
+    _, d_k_wide, d_v_wide = L.t04_attention.attention_backward(G, wide)
     close("d_k of the shared heads", d_k, d_k_wide.reshape(2, 2, 2, 5, 4).sum(axis=2))
     close("d_v of the shared heads", d_v, d_v_wide.reshape(2, 2, 2, 5, 4).sum(axis=2))
 
 
 # -- multi-head attention ---------------------------------------------------------------
 def _mha(L, g, **options):
-    return L.attention.MultiHeadAttention(8, 2, rng=g, dtype=np.float64, **options)
+    return L.t04_attention.MultiHeadAttention(8, 2, rng=g, dtype=np.float64, **options)
 
 
 @claim("multi-head", "causal: the gradient of the output at position 2 reaches no input after it")
@@ -223,7 +223,7 @@ def _(L, R):
 def _(L, R):
     g = rng()
     for layout in ("half", "interleaved"):
-        rope = L.rope.Rotary(8, layout=layout)
+        rope = L.t05_rope.Rotary(8, layout=layout)
         x = g.standard_normal((1, 2, 5, 8))
         y, cache = rope.forward(x, positions=np.arange(3, 8))
         close(f"backward(forward(x)) ({layout})", rope.backward(y, cache), x)
@@ -232,7 +232,7 @@ def _(L, R):
 @claim("rope", "features past the rotated width get the upstream gradient unchanged")
 def _(L, R):
     g = rng()
-    rope = L.rope.Rotary(8, fraction=0.5)
+    rope = L.t05_rope.Rotary(8, fraction=0.5)
     _, cache = rope.forward(g.standard_normal((1, 2, 5, 8)), positions=np.arange(5))
     G = g.standard_normal((1, 2, 5, 8))
     close("the gradient of the unrotated features", rope.backward(G, cache)[..., 4:], G[..., 4:])
@@ -241,7 +241,7 @@ def _(L, R):
 @claim("rope", "scores depend only on the offset: shifting both positions by 5 changes nothing")
 def _(L, R):
     g = rng()
-    rope = L.rope.Rotary(8)
+    rope = L.t05_rope.Rotary(8)
     q, k = g.standard_normal((1, 1, 1, 8)), g.standard_normal((1, 1, 1, 8))
     scores = [float(np.sum(rope.forward(q, [i])[0] * rope.forward(k, [j])[0])) for i, j in ((2, 6), (7, 11))]
     close("the score after the shift", scores[1], scores[0])
@@ -251,7 +251,7 @@ def _(L, R):
 @claim("ffn", "position-wise: the input gradient is non-zero only where d_out is")
 def _(L, R):
     g = rng()
-    for ffn in (L.ffn.FFN(8, rng=g, dtype=np.float64), L.ffn.SwiGLU(8, rng=g, dtype=np.float64)):
+    for ffn in (L.t07_ffn.FFN(8, rng=g, dtype=np.float64), L.t07_ffn.SwiGLU(8, rng=g, dtype=np.float64)):
         out, cache = ffn.forward(g.standard_normal((2, 4, 8)))
         d_x = ffn.backward(upstream_at(out.shape, (0, 1), g), cache)
         d_x[0, 1] = 0
@@ -262,10 +262,10 @@ def _(L, R):
 @claim("norm", "LayerNorm gives each position zero mean and unit variance; RMSNorm unit root mean square")
 def _(L, R):
     x = 3 + 2 * rng().standard_normal((3, 16))
-    y, _ = L.norm.layernorm_forward(x, np.ones(16), np.zeros(16), 0.0)
+    y, _ = L.t08_norm.layernorm_forward(x, np.ones(16), np.zeros(16), 0.0)
     close("LayerNorm means", y.mean(axis=-1), 0.0, 1e-12)
     close("LayerNorm variances", y.var(axis=-1), 1.0, 1e-12)
-    y, _ = L.norm.rmsnorm_forward(x, np.ones(16), 0.0)
+    y, _ = L.t08_norm.rmsnorm_forward(x, np.ones(16), 0.0)
     close("RMSNorm root mean squares", np.sqrt((y ** 2).mean(axis=-1)), 1.0, 1e-12)
 
 
@@ -273,8 +273,8 @@ def _(L, R):
 def _(L, R):
     g = rng()
     x = g.standard_normal((3, 6))
-    _, cache = L.norm.layernorm_forward(x, 1 + g.standard_normal(6), g.standard_normal(6), 0.0)
-    d_x = L.norm.layernorm_backward(g.standard_normal((3, 6)), cache)[0]
+    _, cache = L.t08_norm.layernorm_forward(x, 1 + g.standard_normal(6), g.standard_normal(6), 0.0)
+    d_x = L.t08_norm.layernorm_backward(g.standard_normal((3, 6)), cache)[0]
     close("sums of d_x", d_x.sum(axis=-1), 0.0)
     close("d_x . (x - mean)", np.sum(d_x * (x - x.mean(axis=-1, keepdims=True)), axis=-1), 0.0)
 
@@ -283,6 +283,6 @@ def _(L, R):
 def _(L, R):
     g = rng()
     x = g.standard_normal((3, 6))
-    _, cache = L.norm.rmsnorm_forward(x, 1 + g.standard_normal(6), 0.0)
-    d_x = L.norm.rmsnorm_backward(g.standard_normal((3, 6)), cache)[0]
+    _, cache = L.t08_norm.rmsnorm_forward(x, 1 + g.standard_normal(6), 0.0)
+    d_x = L.t08_norm.rmsnorm_backward(g.standard_normal((3, 6)), cache)[0]
     close("d_x . x", np.sum(d_x * x, axis=-1), 0.0)

@@ -21,7 +21,7 @@ def _silence(*linears):
 @claim("block", "a residual carries the gradient: with silent sub-layers a Pre-Norm block has d_x = d_out")
 def _(L, R):
     g = rng()
-    block = L.block.build_block(L.block.BlockConfig(d_model=8, n_heads=2), g, np.float64)
+    block = L.t09_block.build_block(L.t09_block.BlockConfig(d_model=8, n_heads=2), g, np.float64)
     _silence(block.attn.out, block.ffn.down)
     out, cache = block.forward(g.standard_normal((2, 4, 8)))
     G = g.standard_normal(out.shape)
@@ -32,7 +32,7 @@ def _(L, R):
 def _(L, R):
     g = rng()
     for prenorm in (True, False):
-        block = L.block.build_block(L.block.BlockConfig(d_model=8, n_heads=2, prenorm=prenorm), g,
+        block = L.t09_block.build_block(L.t09_block.BlockConfig(d_model=8, n_heads=2, prenorm=prenorm), g,
                                     np.float64)
         out, cache = block.forward(g.standard_normal((2, 4, 8)))
         zero("d_x after position 1", block.backward(upstream_at(out.shape, (slice(None), 1), g), cache)[:, 2:])
@@ -40,8 +40,8 @@ def _(L, R):
 
 # -- model -----------------------------------------------------------------------------------
 def _decoder(L, g, **overrides):
-    config = L.model.DecoderConfig(**{**dict(vocab_size=13, d_model=8, n_heads=2, max_len=8), **overrides})
-    return L.model.DecoderLM(config, g, np.float64)
+    config = L.t10_model.DecoderConfig(**{**dict(vocab_size=13, d_model=8, n_heads=2, max_len=8), **overrides})
+    return L.t10_model.DecoderLM(config, g, np.float64)
 
 
 @claim("model", "causal: the logits at positions 0..2 send no gradient to the position rows after 2")
@@ -70,7 +70,7 @@ def _(L, R):
 # -- loss --------------------------------------------------------------------------------------
 @claim("loss", "uniform logits over V = 50 give the loss ln 50 = 3.912 (the tutorial's first loss)")
 def _(L, R):
-    loss, _ = L.loss.cross_entropy_forward(np.zeros((2, 3, 50)), np.array([[1, 2, 3], [4, 5, 6]]))
+    loss, _ = L.t11_loss.cross_entropy_forward(np.zeros((2, 3, 50)), np.array([[1, 2, 3], [4, 5, 6]]))
     close("loss", loss, math.log(50), 1e-12)
 
 
@@ -78,7 +78,7 @@ def _(L, R):
 def _(L, R):
     g = rng()
     targets = np.array([[1, 4, -100], [0, -100, 2]])
-    d_logits = L.loss.cross_entropy(g.standard_normal((2, 3, 5)), targets)[1]
+    d_logits = L.t11_loss.cross_entropy(g.standard_normal((2, 3, 5)), targets)[1]
     close("row sums of d_logits", d_logits.sum(axis=-1), 0.0, 1e-12)
     zero("d_logits at ignored targets", d_logits[targets == -100])
 
@@ -87,16 +87,16 @@ def _(L, R):
 def _(L, R):
     g = rng()
     logits, targets = g.standard_normal((2, 3, 5)), g.integers(0, 5, (2, 3))
-    once = L.loss.cross_entropy(logits, targets)[1]
-    twice = L.loss.cross_entropy(np.concatenate([logits, logits]), np.concatenate([targets, targets]))[1]
+    once = L.t11_loss.cross_entropy(logits, targets)[1]
+    twice = L.t11_loss.cross_entropy(np.concatenate([logits, logits]), np.concatenate([targets, targets]))[1]
     close("d_logits of the doubled batch", twice[:2], once / 2)
 
 
 @claim("loss", "log-softmax's input gradient sums to 0 over each row")
 def _(L, R):
     g = rng()
-    _, cache = L.functional.log_softmax_forward(g.standard_normal((3, 5)))
-    close("row sums", L.functional.log_softmax_backward(g.standard_normal((3, 5)), cache).sum(axis=-1),
+    _, cache = L.t11_loss.log_softmax_forward(g.standard_normal((3, 5)))
+    close("row sums", L.t11_loss.log_softmax_backward(g.standard_normal((3, 5)), cache).sum(axis=-1),
           0.0, 1e-12)
 
 
@@ -104,7 +104,7 @@ def _(L, R):
 def _adamw(L, data, grad, steps=1, lr=0.01, weight_decay=0.0):
     m, v = np.zeros_like(data), np.zeros_like(data)
     for step in range(1, steps + 1):
-        data, m, v = L.optim.adamw_update(data.copy(), grad, m.copy(), v.copy(), step, lr,
+        data, m, v = L.training.optim.adamw_update(data.copy(), grad, m.copy(), v.copy(), step, lr,
                                           (0.9, 0.999), 1e-8, weight_decay)
     return data, m, v
 
@@ -155,7 +155,7 @@ def _(L, R):
 @claim("moe", "an expert no token chose receives no gradient")
 def _(L, R):
     g = rng()
-    moe = L.moe.MoE(8, 6, top_k=1, expert="gelu", rng=g, dtype=np.float64)
+    moe = L.t14_moe.MoE(8, 6, top_k=1, expert="gelu", rng=g, dtype=np.float64)
     out, cache = moe.forward(g.standard_normal((1, 2, 8)))
     moe.backward(g.standard_normal(out.shape), cache)
     for e, call in enumerate(cache.calls):
@@ -167,7 +167,7 @@ def _(L, R):
 @claim("moe", "k = E identical experts act as one FFN: its input gradient; the router gets none (aux aside)")
 def _(L, R):
     g = rng()
-    moe = L.moe.MoE(8, 3, top_k=3, expert="gelu", bias=True, rng=g, dtype=np.float64)
+    moe = L.t14_moe.MoE(8, 3, top_k=3, expert="gelu", bias=True, rng=g, dtype=np.float64)
     for expert in moe.experts[1:]:
         expert.load_state_dict(moe.experts[0].state_dict())
     x, G = g.standard_normal((2, 3, 8)), g.standard_normal((2, 3, 8))
@@ -183,16 +183,16 @@ def _(L, R):
 def _(L, R):
     g = rng()
     key_mask = np.array([[True, True, False], [True, True, True]])
-    _, cache = L.encoder.mean_pool_forward(g.standard_normal((2, 3, 4)), key_mask)
-    zero("the gradient of the padded position", L.encoder.mean_pool_backward(
+    _, cache = L.t15_encoder.mean_pool_forward(g.standard_normal((2, 3, 4)), key_mask)
+    zero("the gradient of the padded position", L.t15_encoder.mean_pool_backward(
         g.standard_normal((2, 4)), cache)[0, 2])
 
 
 @claim("encoder", "L2 normalisation: the gradient has no component along the output (length changes nothing)")
 def _(L, R):
     g = rng()
-    y, cache = L.encoder.l2_normalize_forward(g.standard_normal((3, 5)))
-    d_x = L.encoder.l2_normalize_backward(g.standard_normal((3, 5)), cache)
+    y, cache = L.t15_encoder.l2_normalize_forward(g.standard_normal((3, 5)))
+    d_x = L.t15_encoder.l2_normalize_backward(g.standard_normal((3, 5)), cache)
     close("d_x . y", np.sum(d_x * y, axis=-1), 0.0, 1e-12)
 
 
@@ -200,7 +200,7 @@ def _(L, R):
                   "position's row of the position table")
 def _(L, R):
     g = rng()
-    encoder = L.encoder.Encoder(L.encoder.EncoderConfig(vocab_size=11, max_len=6), g, np.float64)
+    encoder = L.t15_encoder.Encoder(L.t15_encoder.EncoderConfig(vocab_size=11, max_len=6), g, np.float64)
     states, cache = encoder.forward(g.integers(0, 11, (1, 5)))
     encoder.backward(upstream_at(states.shape, (0, 0), g), cache)
     rows = np.abs(encoder.positions.weight.grad[:5]).sum(axis=-1)
@@ -211,7 +211,7 @@ def _(L, R):
 @claim("seq2seq", "cross-attention: padded source positions get exactly zero memory gradient")
 def _(L, R):
     g = rng()
-    cross = L.seq2seq.CrossAttention(8, 2, rng=g, dtype=np.float64)
+    cross = L.t17_seq2seq.CrossAttention(8, 2, rng=g, dtype=np.float64)
     mask = np.ones((2, 1, 1, 4), bool)
     mask[0, ..., -1] = False
     out, cache = cross.forward(g.standard_normal((2, 3, 8)), g.standard_normal((2, 4, 8)), mask)
@@ -221,7 +221,7 @@ def _(L, R):
 @claim("seq2seq", "with cross-attention silenced, the encoder receives no gradient at all")
 def _(L, R):
     g = rng()
-    model = L.seq2seq.EncoderDecoder(L.seq2seq.Seq2SeqConfig(vocab_size=13, n_decoder_layers=2,
+    model = L.t17_seq2seq.EncoderDecoder(L.t17_seq2seq.Seq2SeqConfig(vocab_size=13, n_decoder_layers=2,
                                                              share_embeddings=False), g, np.float64)
     for block in model.blocks:
         _silence(block.cross_attn.out)
@@ -237,11 +237,11 @@ def _(L, R):
     g = rng()
     q, k, v = g.standard_normal((2, 4, 6, 3)), g.standard_normal((2, 2, 6, 3)), g.standard_normal((2, 2, 6, 3))
     G = g.standard_normal((2, 4, 6, 3))
-    expected = R.attention.attention_backward(G, R.attention.attention_forward(q, k, v, causal=True)[1])
+    expected = R.t04_attention.attention_backward(G, R.t04_attention.attention_forward(q, k, v, causal=True)[1])
     for block_size in (1, 2, 6):
-        _, cache = L.flash_attention.flash_attention_forward(q, k, v, causal=True, block_size=block_size)
+        _, cache = L.t18_flash_attention.flash_attention_forward(q, k, v, causal=True, block_size=block_size)
         for name, mine, right in zip(("d_q", "d_k", "d_v"),
-                                     L.flash_attention.flash_attention_backward(G, cache), expected):
+                                     L.t18_flash_attention.flash_attention_backward(G, cache), expected):
             close(f"{name} with blocks of {block_size}", mine, right, 1e-10)
 
 
@@ -251,6 +251,6 @@ def _(L, R):
     q, k, v = g.standard_normal((1, 1, 3, 2)), g.standard_normal((1, 1, 3, 2)), g.standard_normal((1, 1, 3, 2))
     mask = np.ones((1, 1, 3, 3), bool)
     mask[..., 0, :] = False
-    _, cache = L.flash_attention.flash_attention_forward(q, k, v, mask, block_size=2)
+    _, cache = L.t18_flash_attention.flash_attention_forward(q, k, v, mask, block_size=2)
     zero("d_q of the query with nothing to read",
-         L.flash_attention.flash_attention_backward(g.standard_normal((1, 1, 3, 2)), cache)[0][..., 0, :])
+         L.t18_flash_attention.flash_attention_backward(g.standard_normal((1, 1, 3, 2)), cache)[0][..., 0, :])

@@ -21,17 +21,17 @@ STEPS, TARGET, MINUTE = 400, 0.99, 60.0
 def train_reverse(L):
     """(held-out accuracy, seconds) of a decoder made of the learner's components."""
     began = time.perf_counter()
-    data = importlib.import_module(f"{L.__name__}.data")
+    data = importlib.import_module(f"{L.__name__}.training.data")
     split = data.reverse_task(n_train=3000, n_heldout=500, length=5)
-    tokenizer = L.tokenizer.CharTokenizer.from_corpus("0123456789>")
-    source = L.train.ExampleSource(data.encode_examples(tokenizer, split.train), tokenizer.pad_id)
-    config = L.model.DecoderConfig.gpt2(vocab_size=tokenizer.vocab_size, d_model=32, n_heads=4,
+    tokenizer = L.training.tokenizer.CharTokenizer.from_corpus("0123456789>")
+    source = data.ExampleSource(data.encode_examples(tokenizer, split.train), tokenizer.pad_id)
+    config = L.t10_model.DecoderConfig.gpt2(vocab_size=tokenizer.vocab_size, d_model=32, n_heads=4,
                                         n_layers=2, max_len=source.max_len)
-    model = L.model.DecoderLM(config, np.random.default_rng(0))
-    with L.train.limit_blas_threads(1):
-        L.train.train(model, source, L.train.TrainConfig(steps=STEPS, batch_size=32, lr=3e-3, seed=0),
+    model = L.t10_model.DecoderLM(config, np.random.default_rng(0))
+    with importlib.import_module(f"{L.__name__}.runtime.cores").limit_blas_threads(1):
+        L.training.loop.train(model, source, L.training.loop.TrainConfig(steps=STEPS, batch_size=32, lr=3e-3, seed=0),
                       progress=False)
-        accuracy, predictions = L.train.answer_accuracy(model, tokenizer, split.heldout)
+        accuracy, predictions = L.training.loop.answer_accuracy(model, tokenizer, split.heldout)
     # counted here, independently of the model's own scoring: a string reversed
     correct = sum(p == e.prompt[:-1][::-1] for p, e in zip(predictions, split.heldout))
     return correct / len(split.heldout), time.perf_counter() - began

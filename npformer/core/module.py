@@ -1,0 +1,224 @@
+"""The component protocol: Parameter, Module and Cache.
+
+Every layer in npformer follows one contract (README.md, "The protocol"):
+
+    out, cache = module.forward(inputs...)        # cache holds what backward needs
+    d_inputs  = module.backward(d_out, cache)     # and ADDS into each Parameter.grad
+
+Nothing about a particular call is stored on ``self``, so a module can run
+several forwards (a reused layer, a tied head, an encoder output read by every
+decoder layer) before their backwards, in any order.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from .validate import check_float_dtype, check_positive
+
+
+class Parameter:
+    """A trainable array ``data`` and its gradient ``grad`` (same shape and dtype).
+
+    Backward passes add into ``grad``; call ``zero_grad()`` between steps.
+    """
+
+    __slots__ = ("data", "grad")
+
+    def __init__(self, data):
+        self.data = np.ascontiguousarray(data)
+        check_float_dtype("Parameter data", self.data.dtype)
+        self.grad = np.zeros_like(self.data)
+
+    @property
+    def shape(self):
+        """The shape of ``data``."""
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        """The dtype of ``data``."""
+        return self.data.dtype
+
+    def zero_grad(self):
+        """Set grad to zeros, keeping the array."""
+        self.grad.fill(0)
+
+    def __repr__(self):
+        return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype})"
+
+
+def array_nbytes(obj, seen=None) -> int:
+    """Bytes of every distinct ndarray reachable from ``obj`` (caches, tuples, lists)."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, np.ndarray):
+        if id(obj) in seen:
+            return 0
+        seen.add(id(obj))
+        return obj.nbytes
+    if isinstance(obj, Cache):
+        return sum(array_nbytes(getattr(obj, f.name), seen) for f in fields(obj)
+                   if f.name not in obj.borrowed)
+    if isinstance(obj, (list, tuple)):
+        return sum(array_nbytes(item, seen) for item in obj)
+    return 0
+
+
+@dataclass(frozen=True)
+class Cache:
+    """Base of every forward cache: a small frozen record of what backward needs.
+
+    ``nbytes`` is the memory this forward keeps alive for its backward. Fields named in
+    ``borrowed`` (parameters the record only points at) are not counted: they live anyway.
+    """
+
+    borrowed = ()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every array this record keeps alive (borrowed fields excluded)."""
+        return array_nbytes(self)
+
+
+class ConfigDict:
+    """For config dataclasses: ``to_dict()`` and ``from_dict()`` as plain JSON-ready dicts."""
+
+    def to_dict(self):
+        """The config as a plain dict (JSON-ready)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        """Build from a dict, refusing names the config does not know (a foreign file)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"config: unknown fields {unknown}")
+        return cls(**data)
+
+    def check_positive(self, *names):
+        """ValueError naming the first field that is not a positive integer."""
+        for name in names:
+            check_positive(name, getattr(self, name))
+
+
+class Module:
+    """Base class: parameters and sub-modules are found by walking attributes.
+
+    Attribute order gives the order and the names of ``named_parameters()``:
+    ``blocks.0.attn.qkv.weight`` is the attribute path to that Parameter.
+    """
+
+    def forward(self, *inputs, **options):  # pragma: no cover - interface
+        """inputs -> (output, cache); nothing about the call is stored on the module."""
+        raise NotImplementedError
+
+    def backward(self, d_out, cache):  # pragma: no cover - interface
+        """Gradients of the inputs from d_out; adds into every parameter's grad."""
+        raise NotImplementedError
+
+    def __call__(self, *inputs, **options):
+        """Inference convenience: the output of ``forward`` without its cache."""
+        return self.forward(*inputs, **options)[0]
+
+    # -- walking the tree -------------------------------------------------
+    def _children(self):
+        for name, value in vars(self).items():
+            if isinstance(value, (Parameter, Module)):
+                yield name, value
+            elif isinstance(value, (list, tuple)) and value and all(
+                    isinstance(v, Module) for v in value):
+                for i, v in enumerate(value):
+                    yield f"{name}.{i}", v
+
+    def named_parameters(self, prefix=""):
+        """Yield ``(name, Parameter)`` once per Parameter (a tied weight keeps its first name)."""
+        seen, out = set(), []
+
+        def walk(path, module):
+            for name, value in module._children():
+                full = f"{path}{name}"
+                if isinstance(value, Parameter):
+                    if id(value) not in seen:
+                        seen.add(id(value))
+                        out.append((full, value))
+                else:
+                    walk(full + ".", value)
+        walk(prefix, self)
+        return iter(out)
+
+    def parameters(self):
+        """The Parameters, in named_parameters() order."""
+        return [p for _, p in self.named_parameters()]
+
+    def modules(self):
+        """This module and every sub-module, depth first."""
+        yield self
+        for _, value in self._children():
+            if isinstance(value, Module):
+                yield from value.modules()
+
+    def zero_grad(self):
+        """Zero every parameter's gradient."""
+        for p in self.parameters():
+            p.zero_grad()
+
+    def num_parameters(self) -> int:
+        """How many numbers the parameters hold (a tied weight counted once)."""
+        return int(sum(p.data.size for p in self.parameters()))
+
+    @property
+    def dtype(self):
+        """The dtype of the parameters (float32 when there are none)."""
+        params = self.parameters()
+        return params[0].dtype if params else np.dtype(np.float32)
+
+    def astype(self, dtype):
+        """A deep copy with every parameter (and its grad) in ``dtype``; ties are kept."""
+        dtype = check_float_dtype("astype", dtype)
+        clone = copy.deepcopy(self)
+        for p in clone.parameters():
+            p.data = p.data.astype(dtype)
+            p.grad = np.zeros_like(p.data)
+        for m in clone.modules():
+            m._on_dtype_change(dtype)
+        return clone
+
+    def _on_dtype_change(self, dtype):
+        """Hook for modules holding non-parameter float tables (e.g. sinusoid tables)."""
+
+    # -- saving and loading ----------------------------------------------
+    def state_dict(self) -> dict:
+        """A plain ``{name: array copy}`` dict, names as in ``named_parameters()``."""
+        return {name: p.data.copy() for name, p in self.named_parameters()}
+
+    def load_state_dict(self, state: dict, strict: bool = True):
+        """Copy arrays into the parameters, checking names and shapes.
+
+        Arrays are cast to each parameter's dtype. With ``strict`` a missing or
+        unexpected name is a ``ValueError`` naming it. Nothing is changed unless
+        every check passes.
+        """
+        params = dict(self.named_parameters())
+        missing = sorted(set(params) - set(state))
+        unexpected = sorted(set(state) - set(params))
+        if strict and (missing or unexpected):
+            raise ValueError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+        for name, p in params.items():
+            if name in state and np.shape(state[name]) != p.shape:
+                raise ValueError(f"load_state_dict: {name!r} expected shape {p.shape}, "
+                                 f"got {np.shape(state[name])}")
+        for name, p in params.items():
+            if name in state:
+                p.data[...] = np.asarray(state[name], dtype=p.dtype)
+        return self
+
+
+def init_normal(rng, shape, std, dtype=np.float32):
+    """Normal(0, std) weights drawn from an explicit Generator."""
+    if rng is None:
+        raise TypeError("rng: expected a numpy.random.Generator (e.g. np.random.default_rng(0)), got None")
+    return (rng.standard_normal(shape) * std).astype(dtype)

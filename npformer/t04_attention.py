@@ -1,0 +1,299 @@
+"""Scaled dot-product attention, its masks, and multi-head (and grouped-query) attention.
+
+    scores  = Q K^T / sqrt(D)            [B, H, N, M]   (N queries, M keys)
+    weights = softmax(scores + mask)     [B, H, N, M]   (each row sums to 1)
+    out     = weights V                  [B, H, N, Dv]
+
+Backward, for the upstream gradient d_out:
+    d_weights = d_out V^T               d_V = weights^T d_out
+    d_scores  = weights * (d_weights - sum_j d_weights_j weights_j)      (softmax backward)
+    d_Q = d_scores K / sqrt(D)          d_K = d_scores^T Q / sqrt(D)
+
+Masks are boolean and mean "may read": True where query i may read key j. They
+broadcast against the score table and combine with ``&``. A query row with no
+readable key gets all-zero weights and a zero output (never NaN).
+
+Causality is one rule, ``may_read``: a query reads the keys at or before its own
+position, and with a window only the ``window`` most recent of them. ``causal_mask``,
+``sliding_window_mask``, the ``causal=``/``window=`` arguments of the attention kernels
+and KV-cached decoding all apply that rule.
+
+Grouped-query attention (GQA): H query heads share H_kv key/value heads; query head h
+reads key/value head h // (H / H_kv). H_kv = H is ordinary multi-head attention,
+H_kv = 1 is multi-query attention (MQA).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .t03_softmax import SoftmaxCache, softmax_backward, softmax_forward
+from .t02_linear import Linear
+from .core.module import Cache, Module
+from .core.track import fast_twin
+from .core.validate import check_heads, check_mask, check_qkv, check_window
+
+
+# -- masks ------------------------------------------------------------------------
+def may_read(query_pos, key_pos, window=None):
+    """The causal rule: a query at ``query_pos`` may read a key at ``key_pos`` at or before it,
+    and with a ``window`` only the ``window`` most recent ones (itself included).
+
+    The positions broadcast against each other (e.g. [n, 1] and [1, m] give an [n, m] table).
+    """
+    allowed = key_pos <= query_pos
+    if window is not None:
+        allowed = allowed & (key_pos > query_pos - window)
+    return allowed
+
+
+def causal_table(n, m=None, window=None):
+    """[n, m] ``may_read`` table of the last n of m positions reading all m (queries after
+    m - n cached keys sit at positions m - n .. m - 1)."""
+    m = n if m is None else m
+    return may_read(np.arange(m - n, m)[:, None], np.arange(m)[None, :], window)
+
+
+def first_readable_key(n, m, window):
+    """The earliest of m keys that any of the last n queries may read (0 without a window):
+    KV-cached decoding with a window need not read the keys before it."""
+    return int(np.argmax(causal_table(n, m, window).any(axis=0)))
+
+
+def causal_mask(n, m=None):
+    """[n, m] table: query i (the last n of m positions) may read key j <= its own position.
+
+    With m = n this is the lower triangle, diagonal included (each position
+    reads itself and earlier ones).
+    """
+    return causal_table(n, m)
+
+
+def sliding_window_mask(n, window, m=None):
+    """Causal, and at most the ``window`` most recent keys (itself included): [n, m]."""
+    if window is None:
+        raise ValueError("window: expected an integer >= 1, got None")
+    return causal_table(n, m, check_window(window))
+
+
+def padding_mask(lengths=None, n=None, key_mask=None, side="right"):
+    """Which keys are real tokens, as [B, 1, 1, N] for broadcasting over heads and queries.
+
+    Give either ``lengths`` [B] (with the padded length ``n`` and the padding
+    ``side``, "right": tokens first, "left": padding first) or a boolean
+    ``key_mask`` [B, N] that is True at real tokens.
+    """
+    if key_mask is not None:
+        key_mask = np.asarray(key_mask)
+        if key_mask.dtype != bool or key_mask.ndim != 2:
+            raise ValueError(f"key_mask: expected a boolean [B, N] array, got {key_mask.dtype} "
+                             f"of shape {key_mask.shape}")
+        return key_mask[:, None, None, :]
+    if lengths is None or n is None:
+        raise ValueError("padding_mask: give lengths and n, or key_mask")
+    lengths = np.asarray(lengths)
+    if lengths.ndim != 1 or (lengths < 0).any() or (lengths > n).any():
+        raise ValueError(f"lengths: expected a [B] array of values in [0, {n}], got {lengths}")
+    j = np.arange(n)[None, :]
+    if side == "right":
+        real = j < lengths[:, None]
+    elif side == "left":
+        real = j >= n - lengths[:, None]
+    else:
+        raise ValueError(f"side: expected 'right' or 'left', got {side!r}")
+    return real[:, None, None, :]
+
+
+def combine_masks(mask, causal, window, n, m):
+    """``mask`` and the causal rule as one "may read" table, or None when nothing is masked."""
+    if not causal and window is None:
+        return mask
+    reach = causal_table(n, m, window)                     # [n, m]
+    return reach if mask is None else mask & reach
+
+
+# -- scaled dot-product attention ----------------------------------------------------
+@dataclass(frozen=True)
+class AttentionCache(Cache):
+    """What attention_forward keeps for its backward: the inputs and the weights."""
+
+    q: np.ndarray            # [B, H, N, D]
+    k: np.ndarray            # [B, H_kv, M, D]
+    v: np.ndarray            # [B, H_kv, M, Dv]
+    softmax: SoftmaxCache    # .y: the weights [B, H, N, M]
+    scale: float
+
+    @property
+    def weights(self):
+        """The attention weights [B, H, N, M] (each row sums to 1, or is 0 when fully masked)."""
+        return self.softmax.y
+
+
+def repeat_kv(x, group):
+    """[B, H_kv, M, F] -> [B, H, M, F]: each key/value head once per query head of its group."""
+    return np.repeat(x, group, axis=1)
+
+
+def sum_groups(d_x, group):
+    """The backward of ``repeat_kv``: each shared key/value head sums its group's gradients."""
+    B, H, M, F = d_x.shape
+    return d_x.reshape(B, H // group, group, M, F).sum(axis=2)
+
+
+@fast_twin
+def attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None):
+    """q [B, H, N, D], k [B, H_kv, M, D], v [B, H_kv, M, Dv] -> out [B, H, N, Dv].
+
+    ``mask`` broadcasts to [B, H, N, M]. ``causal`` (and ``window``) add the causal rule
+    for queries that are the last N of M positions. ``scale`` defaults to 1/sqrt(D).
+    The weights are in ``cache.weights``.
+    """
+    B, H, N, D, H_kv, M = check_qkv(q, k, v)
+    mask = combine_masks(check_mask(mask, (B, H, N, M)), causal, check_window(window), N, M)
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    group = H // H_kv
+    k_heads, v_heads = repeat_kv(k, group), repeat_kv(v, group)    # [B, H, M, D]
+    scores = q @ k_heads.swapaxes(-1, -2) * scale                  # [B, H, N, M]
+    weights, softmax = softmax_forward(scores, mask=mask)          # [B, H, N, M]
+    out = weights @ v_heads                                        # [B, H, N, Dv]
+    return out, AttentionCache(q, k, v, softmax, scale)
+
+
+@fast_twin
+def attention_backward(d_out, cache):
+    """-> (d_q, d_k, d_v); a shared K/V head receives the sum of its group's gradients."""
+    q, k, v, weights, scale = cache.q, cache.k, cache.v, cache.weights, cache.scale
+    group = q.shape[1] // k.shape[1]
+    k_heads, v_heads = repeat_kv(k, group), repeat_kv(v, group)
+    # forward: out = weights @ v_heads
+    d_weights = d_out @ v_heads.swapaxes(-1, -2)                   # [B, H, N, M]
+    d_v_heads = weights.swapaxes(-1, -2) @ d_out                   # [B, H, M, Dv]
+    # forward: weights = softmax(scores) (masked entries: weight 0, gradient 0)
+    d_scores = softmax_backward(d_weights, cache.softmax)          # [B, H, N, M]
+    # forward: scores = q @ k_heads^T * scale
+    d_q = d_scores @ k_heads * scale                               # [B, H, N, D]
+    d_k_heads = d_scores.swapaxes(-1, -2) @ q * scale              # [B, H, M, D]
+    # forward: k_heads, v_heads = repeat_kv(k), repeat_kv(v)
+    return d_q, sum_groups(d_k_heads, group), sum_groups(d_v_heads, group)
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
+    """(out, weights) of ``attention_forward``, for inspection without a backward."""
+    out, cache = attention_forward(q, k, v, mask, scale)
+    return out, cache.weights
+
+
+class DotProductAttention:
+    """The attention kernel that builds the whole [B, H, N, M] score table at once.
+
+    A kernel is what ``MultiHeadAttention`` calls between splitting and merging the heads:
+    ``forward(q, k, v, mask, causal, window) -> (out, cache)`` and
+    ``backward(d_out, cache) -> (d_q, d_k, d_v)``. ``flash_attention.BlockwiseAttention``
+    computes the same thing a block of keys at a time.
+    """
+
+    name = "plain"
+
+    def forward(self, q, k, v, mask=None, causal=False, window=None):
+        """``attention_forward`` with the causal rule applied to the last N of M positions."""
+        return attention_forward(q, k, v, mask, causal=causal, window=window)
+
+    def backward(self, d_out, cache):
+        """``attention_backward``."""
+        return attention_backward(d_out, cache)
+
+
+# -- multi-head attention --------------------------------------------------------------
+@dataclass(frozen=True)
+class MultiHeadCache(Cache):
+    """The caches of a multi-head call: projection, rotations, the kernel's, output projection."""
+
+    qkv: Cache
+    q_rope: Cache | None
+    k_rope: Cache | None
+    attn: Cache          # the kernel's cache (AttentionCache with the plain kernel)
+    out: Cache
+    cached_decode: bool
+
+    @property
+    def weights(self):
+        """Attention weights [B, H, N, M] of this call."""
+        return self.attn.weights
+
+
+class MultiHeadAttention(Module):
+    """x [B, N, d] -> [B, N, d]: fused Q/K/V projection, H heads (H_kv for K/V), Wo.
+
+    One Linear ``qkv`` produces [Q | K | V] = [H*D | H_kv*D | H_kv*D] features;
+    ``out`` is Wo. ``rope`` (a ``Rotary``) rotates Q and K at their positions.
+    ``causal`` and ``window`` apply the causal rule (``may_read``) inside the kernel;
+    ``mask`` in ``forward`` adds any other limit (usually padding, [B, 1, 1, M]).
+    ``kernel`` computes attention from the heads: ``DotProductAttention()`` (default)
+    or ``flash_attention.BlockwiseAttention()``.
+    """
+
+    def __init__(self, d, n_heads, n_kv_heads=None, bias=False, rope=None, window=None,
+                 rng=None, dtype=np.float32, out_std=None, kernel=None, causal=False):
+        n_kv_heads = check_heads(d, n_heads, n_kv_heads)
+        self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d // n_heads
+        self.window, self.causal = check_window(window), causal
+        self.kernel = DotProductAttention() if kernel is None else kernel
+        self.qkv = Linear(d, (n_heads + 2 * n_kv_heads) * self.head_dim, bias, rng, dtype=dtype)
+        self.out = Linear(d, d, bias, rng, std=out_std, dtype=dtype)
+        self.rope = rope
+
+    def split_heads(self, qkv):
+        """[B, N, (H + 2 H_kv) D] -> q [B, H, N, D], k and v [B, H_kv, N, D]."""
+        B, N, _ = qkv.shape
+        H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
+        heads = qkv.reshape(B, N, H + 2 * H_kv, D)             # [B, N, heads, D]
+        heads = heads.transpose(0, 2, 1, 3)                    # [B, heads, N, D]
+        return heads[:, :H], heads[:, H:H + H_kv], heads[:, H + H_kv:]
+
+    def merge_heads(self, mixed):
+        """[B, H, N, D] -> [B, N, H*D]: the heads side by side again."""
+        B, H, N, D = mixed.shape
+        return mixed.transpose(0, 2, 1, 3).reshape(B, N, H * D)
+
+    def forward(self, x, mask=None, positions=None, kv=None):
+        """``mask`` broadcasts to [B, H, N, M]; ``positions`` [N] or [B, N] for RoPE;
+        ``kv`` a per-layer view of a ``KVCache`` for incremental decoding."""
+        N = x.shape[1]
+        qkv, qkv_cache = self.qkv.forward(x)                   # [B, N, (H + 2 H_kv) D]
+        q, k, v = self.split_heads(qkv)
+        q_rope = k_rope = None
+        if self.rope is not None:
+            if positions is None:
+                start = 0 if kv is None else kv.length
+                positions = np.arange(start, start + N)
+            q, q_rope = self.rope.forward(q, positions=positions)
+            k, k_rope = self.rope.forward(k, positions=positions)
+        if kv is not None:
+            k, v = kv.write(k, v)                              # every key so far: [B, H_kv, M, D]
+            if self.window is not None:                        # no query reads the keys before first
+                first = first_readable_key(N, k.shape[2], self.window)
+                k, v = k[:, :, first:], v[:, :, first:]
+                mask = None if mask is None else mask[..., first:]
+        mixed, attn = self.kernel.forward(q, k, v, mask, causal=self.causal, window=self.window)
+        y, out = self.out.forward(self.merge_heads(mixed))     # [B, N, d]
+        return y, MultiHeadCache(qkv_cache, q_rope, k_rope, attn, out, kv is not None)
+
+    def backward(self, d_out, cache):
+        """d_x from d_out; adds into the Q/K/V and output projections' gradients."""
+        if cache.cached_decode:
+            raise NotImplementedError("backward through a KV-cached decode step is not "
+                                      "supported: the KV cache is for inference")
+        d_merged = self.out.backward(d_out, cache.out)          # [B, N, H*D]
+        B, N, _ = d_merged.shape
+        # forward: merged = merge_heads(mixed)
+        d_mixed = d_merged.reshape(B, N, self.n_heads, self.head_dim).transpose(0, 2, 1, 3)
+        d_q, d_k, d_v = self.kernel.backward(d_mixed, cache.attn)
+        if self.rope is not None:
+            d_q = self.rope.backward(d_q, cache.q_rope)
+            d_k = self.rope.backward(d_k, cache.k_rope)
+        # forward: q, k, v = split_heads(qkv)
+        d_heads = np.concatenate([d_q, d_k, d_v], axis=1)      # [B, heads, N, D]
+        d_qkv = d_heads.transpose(0, 2, 1, 3).reshape(B, N, -1)
+        return self.qkv.backward(d_qkv, cache.qkv)

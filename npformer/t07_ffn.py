@@ -1,0 +1,127 @@
+"""Position-wise feed-forward networks: the same small MLP applied to every position.
+
+FFN(x)    = act(x W1 + b1) W2 + b2              (act: ReLU, GELU or its tanh form)
+SwiGLU(x) = (SiLU(x W_gate) * (x W_up)) W_down  (a gated variant, Llama-style)
+Without the activation the two projections would collapse into one: x W1 W2.
+
+Backward of SwiGLU, with s = SiLU(x W_gate), u = x W_up and h = s * u (the gate):
+    d_h = d_y W_down^T;   d_s = d_h * u;   d_u = d_h * s
+and x receives the sum of what its two projections send back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .t06_activations import ACTIVATIONS, silu_backward, silu_forward
+from .t02_linear import Linear
+from .core.module import Cache, Module
+from .core.track import fast_twin
+from .core.validate import check_choice
+
+
+@dataclass(frozen=True)
+class FFNCache(Cache):
+    """The caches of the two projections and of the activation."""
+
+    up: Cache
+    act: Cache
+    down: Cache
+
+
+class FFN(Module):
+    """x [..., d] -> [..., d] through a hidden width ``hidden`` (default ``mult * d``)."""
+
+    def __init__(self, d, hidden=None, mult=4, activation="gelu", bias=True, rng=None,
+                 dtype=np.float32, out_std=None):
+        self.activation = check_choice("activation", activation, sorted(ACTIVATIONS))
+        hidden = mult * d if hidden is None else hidden
+        self.up = Linear(d, hidden, bias, rng, dtype=dtype)
+        self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)
+
+    def forward(self, x, token_mask=None):
+        """x [..., d] -> y [..., d]. Each position is computed alone, so padding changes
+        nothing: ``token_mask`` is accepted only so that every FFN kind fits a block."""
+        act_forward, _ = ACTIVATIONS[self.activation]
+        h, up = self.up.forward(x)                 # [..., hidden]
+        a, act = act_forward(h)
+        y, down = self.down.forward(a)             # [..., d]
+        return y, FFNCache(up, act, down)
+
+    def backward(self, d_out, cache):
+        """d_x from d_out, through W2, the activation and W1."""
+        _, act_backward = ACTIVATIONS[self.activation]
+        d_a = self.down.backward(d_out, cache.down)          # forward: y = a W2 + b2
+        d_h = act_backward(d_a, cache.act)                   # forward: a = act(h)
+        return self.up.backward(d_h, cache.up)               # forward: h = x W1 + b1
+
+
+@dataclass(frozen=True)
+class GateCache(Cache):
+    """What the gate's backward needs: SiLU(g), u and SiLU's cache."""
+
+    gated: np.ndarray    # SiLU(g)
+    value: np.ndarray    # u
+    silu: Cache
+
+
+@fast_twin
+def swiglu_gate_forward(g, u):
+    """The gate of SwiGLU: h = SiLU(g) * u, the value u scaled by SiLU of the gate input g."""
+    gated, silu = silu_forward(g)
+    return gated * u, GateCache(gated, u, silu)
+
+
+@fast_twin
+def swiglu_gate_backward(d_out, cache):
+    """-> (d_g, d_u)."""
+    d_u = d_out * cache.gated                               # forward: h = gated * u
+    d_g = silu_backward(d_out * cache.value, cache.silu)    # forward: gated = SiLU(g)
+    return d_g, d_u
+
+
+@dataclass(frozen=True)
+class SwiGLUCache(Cache):
+    """The caches of the three projections and of the gate."""
+
+    gate: Cache
+    up: Cache
+    glu: GateCache       # .gated = SiLU(x W_gate), .value = x W_up
+    down: Cache
+
+    @property
+    def gated(self):
+        """SiLU(x W_gate)."""
+        return self.glu.gated
+
+    @property
+    def value(self):
+        """x W_up."""
+        return self.glu.value
+
+
+class SwiGLU(Module):
+    """x [..., d] -> (SiLU(x W_gate) * x W_up) W_down, hidden width ``hidden``."""
+
+    def __init__(self, d, hidden=None, bias=False, rng=None, dtype=np.float32, out_std=None):
+        hidden = 4 * d if hidden is None else hidden
+        self.gate = Linear(d, hidden, bias, rng, dtype=dtype)
+        self.up = Linear(d, hidden, bias, rng, dtype=dtype)
+        self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)
+
+    def forward(self, x, token_mask=None):
+        """x [..., d] -> y [..., d]; position-wise like ``FFN`` (``token_mask`` unused)."""
+        g, gate = self.gate.forward(x)                       # [..., hidden]
+        value, up = self.up.forward(x)
+        h, glu = swiglu_gate_forward(g, value)               # SiLU(g) * value
+        y, down = self.down.forward(h)                       # [..., d]
+        return y, SwiGLUCache(gate, up, glu, down)
+
+    def backward(self, d_out, cache):
+        """d_x from d_out, through W_down, the gate and both projections."""
+        d_h = self.down.backward(d_out, cache.down)          # forward: y = h W_down
+        d_g, d_value = swiglu_gate_backward(d_h, cache.glu)  # forward: h = SiLU(g) * value
+        d_x_up = self.up.backward(d_value, cache.up)
+        d_x_gate = self.gate.backward(d_g, cache.gate)
+        return d_x_up + d_x_gate                             # x feeds both projections

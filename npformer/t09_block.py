@@ -1,0 +1,202 @@
+"""Transformer blocks: attention (between positions) + FFN (within each position),
+each wrapped in a residual connection and a normalisation.
+
+Pre-Norm (GPT-2, Llama):   h = x + Attn(Norm1(x));   y = h + FFN(Norm2(h))
+Post-Norm (original, BERT): h = Norm1(x + Attn(x));  y = Norm2(h + FFN(h))
+
+Backward: a residual y = x + f(x) passes d_y to x unchanged and adds f's gradient,
+d_x = d_y + f'(x)^T d_y; that untouched path is why deep Pre-Norm stacks train.
+
+``BlockConfig`` is the recipe of one block (widths, heads, norm, FFN kind, causality,
+RoPE, attention kernel, experts); the three model configs produce one, and
+``build_block`` turns it into modules.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from .t04_attention import DotProductAttention, MultiHeadAttention
+from .t07_ffn import FFN, SwiGLU
+from .t18_flash_attention import BlockwiseAttention
+from .t06_activations import ACTIVATIONS
+from .core.module import Cache, Module
+from .t14_moe import MoE
+from .t08_norm import NORMS
+from .t05_rope import Rotary
+from .core.validate import check_choice, check_heads, check_positive, check_window
+
+FFNS = ("relu", "gelu", "gelu_tanh", "swiglu")
+ATTENTION_KERNELS = {"plain": DotProductAttention, "flash": BlockwiseAttention}
+
+
+@dataclass(frozen=True)
+class BlockCache(Cache):
+    """The caches of a block's two norms, its attention and its FFN."""
+
+    norm1: Cache
+    attn: Cache
+    norm2: Cache
+    ffn: Cache
+
+
+class PreNormBlock(Module):
+    """x [B, N, d] -> [B, N, d]. ``attn`` takes (x, mask, positions, kv); ``ffn`` any d -> d
+    module taking (x, token_mask).
+
+    ``forward(x, mask, positions, kv, token_mask)``: ``mask`` and ``positions`` go to the
+    attention, ``kv`` is a layer of a KV cache, ``token_mask`` [B, N] (True at real tokens)
+    keeps padding out of a MoE router's statistics. ``backward(d_out, cache, d_router)``:
+    ``d_router`` is the gradient of a pooled router loss for a MoE FFN (see ``moe``).
+    """
+
+    def __init__(self, attn, ffn, norm1, norm2):
+        self.norm1, self.attn, self.norm2, self.ffn = norm1, attn, norm2, ffn
+
+    def forward(self, x, mask=None, positions=None, kv=None, token_mask=None):
+        """x [B, N, d] -> (y [B, N, d], cache)."""
+        a, norm1 = self.norm1.forward(x)
+        attended, attn = self.attn.forward(a, mask, positions, kv)
+        h = x + attended                                    # residual 1
+        f, norm2 = self.norm2.forward(h)
+        fed, ffn = self.ffn.forward(f, token_mask)
+        y = h + fed                                         # residual 2
+        return y, BlockCache(norm1, attn, norm2, ffn)
+
+    def backward(self, d_out, cache, d_router=None):
+        # forward: y = h + FFN(Norm2(h))
+        """d_x from d_out; ``d_router``: a pooled router loss's gradient for a MoE FFN."""
+        d_fed = self._ffn_backward(d_out, cache.ffn, d_router)
+        d_h = d_out + self.norm2.backward(d_fed, cache.norm2)
+        # forward: h = x + Attn(Norm1(x))
+        return d_h + self.norm1.backward(self.attn.backward(d_h, cache.attn), cache.norm1)
+
+    def _ffn_backward(self, d_out, cache, d_router):
+        if d_router is None:
+            return self.ffn.backward(d_out, cache)
+        return self.ffn.backward(d_out, cache, d_mean_probs=d_router)
+
+
+class PostNormBlock(PreNormBlock):
+    """x [B, N, d] -> [B, N, d], normalising after each residual sum (the 2017 layout)."""
+
+    def forward(self, x, mask=None, positions=None, kv=None, token_mask=None):
+        """x [B, N, d] -> (y [B, N, d], cache), normalising after each residual."""
+        attended, attn = self.attn.forward(x, mask, positions, kv)
+        h, norm1 = self.norm1.forward(x + attended)
+        fed, ffn = self.ffn.forward(h, token_mask)
+        y, norm2 = self.norm2.forward(h + fed)
+        return y, BlockCache(norm1, attn, norm2, ffn)
+
+    def backward(self, d_out, cache, d_router=None):
+        """d_x from d_out, through Norm2, the FFN, Norm1 and the attention."""
+        d_sum2 = self.norm2.backward(d_out, cache.norm2)         # forward: y = Norm2(h + FFN(h))
+        d_h = d_sum2 + self._ffn_backward(d_sum2, cache.ffn, d_router)
+        d_sum1 = self.norm1.backward(d_h, cache.norm1)           # forward: h = Norm1(x + Attn(x))
+        return d_sum1 + self.attn.backward(d_sum1, cache.attn)
+
+
+# -- from a recipe to modules --------------------------------------------------------------
+@dataclass(frozen=True)
+class BlockConfig:
+    """The recipe of one block, validated when made; ``DecoderConfig.block_config()`` and
+    the encoder and encoder-decoder configs produce it."""
+
+    d_model: int
+    n_heads: int
+    n_kv_heads: int | None = None      # None: = n_heads (MHA); 1: MQA; between: GQA
+    n_layers: int = 1                  # the depth: the output projections start smaller in deep stacks
+    norm: str = "layernorm"
+    norm_eps: float = 1e-5
+    ffn: str = "gelu"                  # relu | gelu | gelu_tanh | swiglu
+    ffn_hidden: int | None = None      # None: 4 * d_model
+    ffn_bias: bool = True
+    attn_bias: bool = False
+    prenorm: bool = True
+    causal: bool = True
+    window: int | None = None
+    rope: bool = False
+    rope_theta: float = 10000.0
+    rope_layout: str = "half"
+    rope_fraction: float = 1.0
+    attention: str = "plain"           # plain | flash
+    init_std: float = 0.02
+    n_experts: int = 0                 # > 0: a Mixture of Experts FFN
+    top_k: int = 2
+    moe_aux_weight: float = 0.01
+
+    def __post_init__(self):
+        check_positive("d_model", self.d_model)
+        check_positive("n_layers", self.n_layers)
+        check_heads(self.d_model, self.n_heads, self.n_kv_heads, width="d_model")
+        check_choice("norm", self.norm, tuple(NORMS))
+        check_choice("ffn", self.ffn, FFNS)
+        check_choice("attention", self.attention, tuple(ATTENTION_KERNELS))
+        check_window(self.window)
+        if self.window is not None and not self.causal:
+            raise ValueError(f"window: a sliding window limits causal attention, got window="
+                             f"{self.window} with causal=False")
+        if isinstance(self.n_experts, bool) or not isinstance(self.n_experts, (int, np.integer)) \
+                or self.n_experts < 0:
+            raise ValueError(f"n_experts: expected an integer >= 0 (0 = dense FFN), got {self.n_experts!r}")
+        if self.n_experts and (not isinstance(self.top_k, (int, np.integer))
+                               or not 1 <= self.top_k <= self.n_experts):
+            raise ValueError(f"top_k: expected an integer in [1, n_experts={self.n_experts}], "
+                             f"got {self.top_k!r}")
+
+    @classmethod
+    def from_config(cls, config, **overrides):
+        """The recipe of a model config's layers: every field of the same name, then
+        ``overrides`` (what the model decides itself: causality, RoPE, the depth)."""
+        shared = {f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)}
+        return cls(**{**shared, **overrides})
+
+    @property
+    def head_dim(self):
+        """D = d_model / n_heads."""
+        return self.d_model // self.n_heads
+
+    @property
+    def out_std(self):
+        """Init std of the projections that write into the residual stream (GPT-2's 1/sqrt(2 L))."""
+        return self.init_std / np.sqrt(2 * self.n_layers)
+
+
+def build_attention(config, rng, dtype):
+    """The self-attention a ``BlockConfig`` describes (kernel, causality, RoPE, GQA)."""
+    rope = None
+    if config.rope:
+        rope = Rotary(config.head_dim, config.rope_theta, config.rope_layout, config.rope_fraction)
+    return MultiHeadAttention(config.d_model, config.n_heads, config.n_kv_heads, config.attn_bias,
+                              rope=rope, window=config.window, rng=rng, dtype=dtype,
+                              out_std=config.out_std, kernel=ATTENTION_KERNELS[config.attention](),
+                              causal=config.causal)
+
+
+def build_ffn(config, rng, dtype):
+    """The position-wise network a ``BlockConfig`` describes: FFN, SwiGLU or a MoE of either."""
+    d, out_std = config.d_model, config.out_std
+    if config.n_experts:
+        return MoE(d, config.n_experts, config.top_k, hidden=config.ffn_hidden, expert=config.ffn,
+                   bias=config.ffn_bias, aux_weight=config.moe_aux_weight, rng=rng, dtype=dtype,
+                   out_std=out_std)
+    if config.ffn == "swiglu":
+        return SwiGLU(d, config.ffn_hidden, bias=config.ffn_bias, rng=rng, dtype=dtype, out_std=out_std)
+    check_choice("ffn", config.ffn, tuple(ACTIVATIONS))
+    return FFN(d, config.ffn_hidden, activation=config.ffn, bias=config.ffn_bias, rng=rng, dtype=dtype,
+               out_std=out_std)
+
+
+def build_norm(config, dtype):
+    """One norm of the kind and eps a ``BlockConfig`` names."""
+    return NORMS[config.norm](config.d_model, config.norm_eps, dtype)
+
+
+def build_block(config, rng, dtype=np.float32):
+    """One block as ``config`` describes it (a ``BlockConfig``, or a model config that makes one)."""
+    if not isinstance(config, BlockConfig):
+        config = config.block_config()
+    block = PreNormBlock if config.prenorm else PostNormBlock
+    return block(build_attention(config, rng, dtype), build_ffn(config, rng, dtype),
+                 build_norm(config, dtype), build_norm(config, dtype))

@@ -1,0 +1,245 @@
+"""A decoder-only language model: embeddings (+ positions), blocks, final norm, LM head.
+
+ids [B, N] -> x [B, N, d] -> blocks -> norm -> logits [B, N, V]
+
+``DecoderConfig()`` is the tutorial's tiny decoder: vocabulary 50, width 8,
+2 heads, one block, max length 16, learned positions, GELU FFN of width 4d,
+LayerNorm, Pre-Norm, causal mask. ``DecoderConfig.gpt2(...)`` and
+``DecoderConfig.llama(...)`` give the two common modern recipes.
+
+Backward runs the same path in reverse: the head, the final norm, each block from
+the last to the first, then the embeddings, every module adding into its parameters'
+gradients. A tied head and the token table are one Parameter, so it receives both.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .t04_attention import causal_table, padding_mask
+from .t09_block import BlockConfig, build_block, build_norm
+from .t01_embedding import Embedding, Embeddings, position_table
+from .t13_kv_cache import KVCache
+from .t02_linear import Linear, linear_backward, linear_forward
+from .core.module import Cache, ConfigDict, Module
+from .t14_moe import AUX_OBJECTIVES, MoECache, pooled_aux_loss
+from .core.validate import (check_choice, check_key_mask, check_padding_idx, check_positions,
+                            check_token_ids)
+
+POSITIONS = ("learned", "sinusoidal", "rope", "none")
+
+
+@dataclass
+class DecoderConfig(ConfigDict):
+    """Everything that shapes a decoder; saved as JSON beside checkpoints."""
+
+    vocab_size: int = 50
+    d_model: int = 8
+    n_heads: int = 2
+    n_kv_heads: int | None = None      # None: = n_heads (MHA); 1: MQA; between: GQA
+    n_layers: int = 1
+    max_len: int = 16
+    positions: str = "learned"         # learned | sinusoidal | rope | none
+    norm: str = "layernorm"            # layernorm | rmsnorm
+    ffn: str = "gelu"                  # relu | gelu | gelu_tanh | swiglu
+    ffn_hidden: int | None = None      # None: 4 * d_model
+    prenorm: bool = True
+    causal: bool = True
+    tie_embeddings: bool = False
+    attn_bias: bool = False
+    ffn_bias: bool = True
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    rope_layout: str = "half"
+    rope_fraction: float = 1.0
+    window: int | None = None          # sliding-window attention width
+    attention: str = "plain"           # plain | flash (blockwise, memory linear in the length)
+    init_std: float = 0.02
+    n_experts: int = 0                 # 0: dense FFN; > 0: Mixture of Experts FFN (Mixtral-style)
+    top_k: int = 2                     # experts per token when n_experts > 0
+    moe_aux_weight: float = 0.01       # backward adds the gradient of moe_aux_weight * aux_loss
+    moe_aux_objective: str = "per_layer"   # per_layer: sum of each layer's loss | pooled: Mixtral's
+    pad_token_id: int | None = None    # a token row the lookup never updates (torch's padding_idx)
+
+    @classmethod
+    def gpt2(cls, **overrides):
+        """Learned positions, LayerNorm, tanh GELU, biases, tied head."""
+        return cls(**{**dict(positions="learned", norm="layernorm", ffn="gelu_tanh",
+                             attn_bias=True, ffn_bias=True, tie_embeddings=True), **overrides})
+
+    @classmethod
+    def llama(cls, **overrides):
+        """RoPE, RMSNorm, SwiGLU, no biases, untied head (set n_kv_heads for GQA)."""
+        return cls(**{**dict(positions="rope", norm="rmsnorm", ffn="swiglu", attn_bias=False,
+                             ffn_bias=False, tie_embeddings=False, norm_eps=1e-6), **overrides})
+
+    @classmethod
+    def mixtral(cls, **overrides):
+        """The Llama recipe with every FFN a Mixture of 8 SwiGLU experts, top-2 routing."""
+        return cls.llama(**{**dict(n_experts=8, top_k=2), **overrides})
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        """ValueError naming the first field that cannot describe a decoder."""
+        self.check_positive("vocab_size", "d_model", "n_heads", "n_layers", "max_len")
+        check_choice("positions", self.positions, POSITIONS)
+        check_choice("moe_aux_objective", self.moe_aux_objective, AUX_OBJECTIVES)
+        check_padding_idx("pad_token_id", self.pad_token_id, self.vocab_size)
+        self.block_config()                  # heads, norm, ffn, window, kernel, experts
+
+    def block_config(self):
+        """The ``BlockConfig`` of every layer of this decoder."""
+        return BlockConfig.from_config(self, rope=self.positions == "rope")
+
+    @property
+    def head_dim(self):
+        """D = d_model / n_heads."""
+        return self.d_model // self.n_heads
+
+
+class TiedHead(Module):
+    """logits = x E^T, reading the token embedding table E [V, d] (a shared Parameter)."""
+
+    def __init__(self, embedding):
+        self.weight = embedding.weight
+
+    def forward(self, x):
+        """x [..., d] -> (logits x E^T [..., V], cache)."""
+        return linear_forward(x, self.weight.data.T)                # [..., V]
+
+    def backward(self, d_out, cache):
+        """d_x from d_logits; adds the head's share into the token table's gradient."""
+        d_x, d_weight_t, _ = linear_backward(d_out, cache)
+        self.weight.grad += d_weight_t.T                             # dE = (x^T dlogits)^T
+        return d_x
+
+
+@dataclass(frozen=True)
+class DecoderCache(Cache):
+    """The caches of one forward, its MoE loss and each router's share of its gradient."""
+
+    embed: Cache
+    blocks: tuple
+    norm: Cache
+    head: Cache
+    aux_loss: float     # the MoE load-balancing loss of this forward (0.0 if dense), see below
+    d_routers: tuple    # per block: its router's share of that loss's gradient, or None
+
+    def attention(self, layer=0):
+        """Attention weights [B, H, N, M] of one layer."""
+        return self.blocks[layer].attn.weights
+
+
+def router_loss(block_caches, objective):
+    """The MoE load-balancing loss of a forward and, per block, the gradient its router
+    receives from it (None where the layer computes its own: "per_layer", or dense).
+
+    "per_layer": the sum of every MoE layer's own aux loss. "pooled": Hugging Face Mixtral's
+    one loss over all layers' routing (``moe.pooled_aux_loss``).
+    Training loss = CE + config.moe_aux_weight * aux_loss; ``DecoderLM.backward`` already
+    includes the second term's gradient.
+    """
+    moe = [c.ffn for c in block_caches if isinstance(c.ffn, MoECache)]
+    if not moe:
+        return 0.0, (None,) * len(block_caches)
+    if objective == "per_layer":
+        return float(sum(c.aux_loss for c in moe)), (None,) * len(block_caches)
+    aux, d_mean_probs = pooled_aux_loss(moe)
+    return aux, tuple(d_mean_probs if isinstance(c.ffn, MoECache) else None for c in block_caches)
+
+
+class DecoderLM(Module):
+    """The decoder-only language model described by a ``DecoderConfig``.
+
+    Parameter names: ``tokens.weight``, ``positions.weight`` (learned positions),
+    ``blocks.{i}.norm1.gamma``, ``blocks.{i}.attn.qkv.weight``,
+    ``blocks.{i}.attn.out.weight``, ``blocks.{i}.ffn.up.weight`` ...,
+    ``norm.gamma``, ``head.weight`` (absent when tied to ``tokens.weight``).
+    """
+
+    def __init__(self, config=None, rng=None, dtype=np.float32):
+        config = DecoderConfig() if config is None else config
+        config.validate()
+        rng = np.random.default_rng(0) if rng is None else rng
+        self.config = config
+        d, std = config.d_model, config.init_std
+        self.tokens = Embedding(config.vocab_size, d, rng, std, dtype, config.pad_token_id)
+        self.positions = position_table(config.positions, config.max_len, d, rng, std, dtype)
+        self.embed = Embeddings(self.tokens, self.positions)
+        block_config = config.block_config()
+        self.blocks = [build_block(block_config, rng, dtype) for _ in range(config.n_layers)]
+        self.norm = build_norm(block_config, dtype)
+        if config.tie_embeddings:
+            self.head = TiedHead(self.tokens)
+        else:
+            self.head = Linear(d, config.vocab_size, False, rng, std=std, dtype=dtype)
+
+    def new_kv_cache(self, batch, capacity=None):
+        """A preallocated KV cache for ``batch`` sequences of up to ``capacity`` positions."""
+        c = self.config
+        capacity = c.max_len if capacity is None else capacity
+        return KVCache(c.n_layers, batch, c.n_kv_heads or c.n_heads, capacity, c.head_dim, self.dtype)
+
+    def mask(self, n, m, key_mask=None):
+        """The "may read" mask [B or 1, 1, n, m] the attention applies: causal (and window), padding."""
+        c = self.config
+        allowed = causal_table(n, m, c.window) if c.causal else np.ones((n, m), bool)
+        allowed = allowed[None, None]
+        return allowed if key_mask is None else allowed & padding_mask(key_mask=key_mask)
+
+    def forward(self, ids, key_mask=None, positions=None, kv_cache=None):
+        """ids [B, N] -> (logits [B, N, V], cache).
+
+        ``key_mask`` [B, N] bool, True at real tokens (False at padding).
+        ``positions`` [N] or [B, N] integers; default: 0..N-1 after the cached ones.
+        ``kv_cache`` from ``new_kv_cache`` for incremental decoding (inference only).
+        """
+        ids, key_mask, positions = self._check_inputs(ids, key_mask, positions, kv_cache)
+        padding = self._padding(key_mask, kv_cache, ids.shape[1])   # [B, 1, 1, M] or None
+        x, embed = self.embed.forward(ids, positions)          # [B, N, d]
+        blocks = []
+        for i, block in enumerate(self.blocks):
+            kv = None if kv_cache is None else kv_cache.layers[i]
+            x, block_cache = block.forward(x, padding, positions, kv, key_mask)
+            blocks.append(block_cache)
+        if kv_cache is not None:
+            kv_cache.advance(ids.shape[1])
+        h, norm = self.norm.forward(x)
+        logits, head = self.head.forward(h)                    # [B, N, V]
+        aux_loss, d_routers = router_loss(blocks, self.config.moe_aux_objective)
+        return logits, DecoderCache(embed, tuple(blocks), norm, head, aux_loss, d_routers)
+
+    def backward(self, d_out, cache):
+        """Accumulates every parameter's gradient, the MoE loss's included (weighted by
+        ``config.moe_aux_weight``); ids have none, so returns None."""
+        d_x = self.norm.backward(self.head.backward(d_out, cache.head), cache.norm)
+        weight = self.config.moe_aux_weight
+        for block, block_cache, d_router in zip(reversed(self.blocks), reversed(cache.blocks),
+                                                reversed(cache.d_routers)):
+            d_x = block.backward(d_x, block_cache, None if d_router is None else weight * d_router)
+        return self.embed.backward(d_x, cache.embed)
+
+    # -- the checks behind forward ---------------------------------------------------------
+    def _check_inputs(self, ids, key_mask, positions, kv_cache):
+        c = self.config
+        ids = check_token_ids("ids", ids, c.vocab_size)
+        B, N = ids.shape
+        key_mask = check_key_mask("key_mask", key_mask, (B, N))
+        offset = 0
+        if kv_cache is not None:
+            kv_cache.check_fits(c.n_layers, B, c.n_kv_heads or c.n_heads, c.head_dim, self.dtype)
+            kv_cache.check_room(N)
+            offset = kv_cache.length
+        name = "ids" if positions is None else "positions"        # who chose the positions
+        positions = np.arange(offset, offset + N) if positions is None else positions
+        max_len = c.max_len if self.positions is not None else None
+        return ids, key_mask, check_positions(name, positions, max_len)
+
+    def _padding(self, key_mask, kv_cache, n):
+        """The padding part of the mask, [B, 1, 1, M]: cached positions keep their own."""
+        if kv_cache is not None:
+            key_mask = kv_cache.remember_key_mask(key_mask, n)
+        return None if key_mask is None else padding_mask(key_mask=key_mask)
