@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from npformer import BlockConfig, DecoderConfig, DecoderLM, FFN, LayerNorm, build_block
+from npformer import BlockConfig, DecoderConfig, DecoderLM, FFN, LayerNorm, MoE, build_block
 from npformer.examples import list_examples
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE = REPO / "worked_examples" / "CLAIMS.md"
 STATUSES = ("exact", "at printed precision", "qualitative", "differs", "not shown")
-SECTIONS = {f"T{i}" for i in range(11)} | {f"O{i}" for i in range(1, 17)} | {"OS"}
+SECTIONS = {f"T{i}" for i in range(11)} | {f"O{i}" for i in range(17)} | {"OS"}
 _RESULTS = {}
 
 
@@ -370,3 +370,63 @@ def test_a_block_still_changes_and_mixes_what_its_residual_carries(rng):
     nudged = x.copy()
     nudged[0, 0] += rng.standard_normal(8)                           # only position 0's input
     assert np.abs(block(nudged)[0, 4] - y[0, 4]).max() > 1e-3        # ... moves position 4's output
+
+
+# -- claims the table once missed ------------------------------------------------------------
+def test_renaming_the_ids_changes_nothing_but_their_names(rng):
+    model = DecoderLM(DecoderConfig(), rng, np.float64)
+    ids = np.array([[3, 8, 12, 5, 17, 42, 23, 6]])
+    rename = rng.permutation(50)                                     # id i is called rename[i]
+    renamed = DecoderLM(DecoderConfig(), rng, np.float64)
+    renamed.load_state_dict(model.state_dict())
+    renamed.tokens.weight.data[rename] = model.tokens.weight.data    # row i moves to rename[i]
+    renamed.head.weight.data[:, rename] = model.head.weight.data     # and so does its logit
+    np.testing.assert_allclose(renamed(rename[ids])[..., rename], model(ids), atol=1e-12)
+
+
+def test_a_blocks_parameters_are_attention_and_the_mlp_but_4d(rng):
+    block = DecoderLM(DecoderConfig(), rng).blocks[0]                # d = 8
+    owners = Counter()
+    for name, p in block.named_parameters():
+        owners[name.split(".")[0]] += p.data.size
+    assert owners["attn"] == 8 * 24 + 8 * 8                          # [Wq Wk Wv] and Wo, no biases
+    assert owners["ffn"] == 8 * 32 + 32 + 32 * 8 + 8                 # width 4d, with biases
+    assert owners["norm1"] + owners["norm2"] == 4 * 8                # a gain and a shift each
+    assert sum(owners.values()) == block.num_parameters()
+
+
+def test_equal_length_input_needs_only_the_causal_mask(rng):
+    model = DecoderLM(DecoderConfig(), rng, np.float64)
+    ids = np.array([[3, 8, 12, 5, 17, 42, 23, 6], [1, 2, 3, 4, 5, 6, 7, 9]])
+    np.testing.assert_array_equal(model.mask(8, 8)[0, 0], np.tril(np.ones((8, 8), bool)))
+    no_padding = np.ones((2, 8), bool)                               # every position is a real token
+    np.testing.assert_allclose(model(ids, key_mask=no_padding), model(ids), atol=1e-15)
+
+
+def test_the_logits_are_the_head_of_the_final_layernorm(rng):
+    model = DecoderLM(DecoderConfig(), rng, np.float64)
+    model.norm.gamma.data[...] = rng.uniform(0.5, 2.0, 8)            # not the identity
+    model.norm.beta.data[...] = rng.standard_normal(8)
+    ids = np.array([[3, 8, 12, 5, 17, 42, 23, 6]])
+    x = model.tokens.weight.data[ids] + model.positions.weight.data[:8]
+    h = model.blocks[0](x)                                           # the one block's output
+    mean, var = h.mean(axis=-1, keepdims=True), h.var(axis=-1, keepdims=True)
+    normed = (h - mean) / np.sqrt(var + 1e-5) * model.norm.gamma.data + model.norm.beta.data
+    np.testing.assert_allclose(model(ids), normed @ model.head.weight.data, atol=1e-12)
+    assert model.config.tie_embeddings is False                      # the head is its own matrix
+
+
+def test_the_position_table_holds_16_positions(rng):
+    model = DecoderLM(DecoderConfig(), rng)
+    assert model.positions.weight.shape == (16, 8)
+    assert model(np.zeros((1, 16), int)).shape == (1, 16, 50)
+    with pytest.raises(ValueError, match="max_len 16"):
+        model(np.zeros((1, 17), int))
+
+
+def test_equal_parameter_counts_can_hide_four_times_the_work(rng):
+    dense = FFN(16, hidden=128, activation="gelu", bias=False, rng=rng)
+    moe = MoE(16, 8, top_k=2, hidden=16, expert="gelu", rng=rng)
+    assert dense.num_parameters() == 2 * 16 * 128 == 4096
+    assert moe.num_parameters() == 8 * 2 * 16 * 16 + 16 * 8 == 4096 + 128   # experts + router
+    assert moe.active_parameters() == 2 * 2 * 16 * 16 + 16 * 8 == 1024 + 128
