@@ -242,7 +242,7 @@ def test_prenorm_block_formula_and_postnorm_scale():
     assert r["prenorm_std"] > 3
 
 
-def test_postnorm_is_the_overview_diagram_and_the_disagreement_is_said():
+def test_postnorm_is_the_overview_diagram_and_both_placements_are_named():
     assert result("09")["postnorm_gap"] < 1e-12
     text = printed("09")
     for name in ("Pre-Norm", "Post-Norm", "PreNormBlock", "PostNormBlock", "overview"):
