@@ -102,6 +102,19 @@ def test_the_summary_line_counts_the_rows():
     assert by_status == [counts[s] for s in STATUSES]
 
 
+def test_the_readme_opening_gives_the_tables_counts():
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    opening = re.search(r"of the (\d+) claims and numbers its two articles make, (\d+) are shown by "
+                        r"tests \((\d+) exactly, (\d+) at the precision the article prints, (\d+) "
+                        r"qualitatively\), and (\d+) cannot be shown", readme)
+    assert opening, "README's first paragraph needs the claims' counts"
+    total, shown, *by_status, not_shown = (int(n) for n in opening.groups())
+    counts = Counter(status_of(row[3]) for row in rows())
+    assert total == len(rows()) and not_shown == counts["not shown"]
+    assert by_status == [counts["exact"], counts["at printed precision"], counts["qualitative"]]
+    assert shown == sum(by_status) == total - not_shown - counts["differs"]
+
+
 # -- the claims the articles state in words, on worked examples 12 and 18 to 26 ----------
 def result(number):
     """run() of worked example ``number``, run once, silently."""
