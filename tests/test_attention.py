@@ -1,4 +1,5 @@
-"""Scaled dot-product attention, masks and multi-head attention as the tutorial states them."""
+"""Scaled dot-product attention, masks and multi-head attention: the tutorial's formula, its
+example and its masks, then the variants and input checks npformer adds."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st

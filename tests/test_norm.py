@@ -1,4 +1,5 @@
-"""LayerNorm and RMSNorm: the statistics and invariances the tutorial states."""
+"""LayerNorm and RMSNorm: the statistics the tutorial states (zero mean and unit variance, unit
+RMS, its [1, 3] example), and the invariances that follow from them."""
 import numpy as np
 from hypothesis import assume, given, strategies as st
 from hypothesis.extra.numpy import arrays

@@ -1,4 +1,5 @@
-"""Softmax as the tutorial describes it: non-negative weights that sum to 1."""
+"""Softmax: the tutorial's non-negative weights that sum to 1 and its example, then what a stable
+softmax must also do (no overflow, masks, log-softmax)."""
 import math
 
 import numpy as np

@@ -96,13 +96,15 @@ def test_attention_by_hand_matches_the_tutorial():
     assert tutorial(r["output"], [1.340, 1.321])
 
 
-def test_the_tutorials_rounded_sum_is_pointed_out_as_a_slip():
+def test_the_second_component_rounds_to_1321_from_the_unrounded_weight():
     r = result("02")["first"]
+    w_b = 1 / (1 + math.exp(1 / math.sqrt(2)))               # the unrounded weight of B, 0.33024
+    assert r["output"][1] == pytest.approx(4 * w_b, abs=1e-12)
+    assert tutorial(4 * w_b, 1.321)                          # 1.32095: the article's figure
     assert np.allclose(r["rounded_sum"], [0.670 * 2, 0.330 * 4], atol=1e-12)   # [1.340, 1.320]
-    w_b = 1 / (1 + math.exp(1 / math.sqrt(2)))               # the unrounded weight of B
-    assert tutorial(4 * w_b, 1.321) and not tutorial(0.330 * 4, 1.321)
     text = printed("02")
-    assert "slip" in text and "[1.340, 1.320]" in text
+    assert "1.32095" in text and "[1.340, 1.320]" in text
+    assert "slip" not in text                                # the article's "≈" is right
 
 
 def test_changing_the_second_key_swaps_the_mix():
@@ -241,7 +243,7 @@ def test_prenorm_block_formula_and_postnorm_scale():
     assert r["prenorm_std"] > 3
 
 
-def test_postnorm_is_the_overview_diagram_and_the_disagreement_is_said():
+def test_postnorm_is_the_overview_diagram_and_both_placements_are_named():
     assert result("09")["postnorm_gap"] < 1e-12
     text = printed("09")
     for name in ("Pre-Norm", "Post-Norm", "PreNormBlock", "PostNormBlock", "overview"):

@@ -2,9 +2,11 @@
 
 The first article's hand calculation, step by step with npformer's softmax,
 then in one call to ``attention_forward`` (the same function every model in
-npformer uses). The article's written sum has a slip, pointed out below: with
-the rounded weights 0.670 and 0.330 it gives [1.340, 1.320]; its 1.321 comes
-from the unrounded weights. Then the second key is changed to [2, 0] and the mix moves.
+npformer uses). The article writes the weighted sum with "≈", and rightly: its
+weights are printed rounded to 0.670 and 0.330, while its output [1.340, 1.321]
+comes from the unrounded ones (0.33024 x 4 = 1.32095, which is 1.321 to three
+decimals; the rounded 0.330 x 4 would give 1.320). Then the second key is
+changed to [2, 0] and the mix moves.
 Last, why the scores are divided by sqrt(D): without it their spread grows
 with the head width.
 """
@@ -26,7 +28,7 @@ def attend(query, keys, values, out):
     # The same thing as one attention call: q [B, H, N, D], k and v [B, H, M, D].
     mixed, cache = attention_forward(query[None, None, None], keys[None, None], values[None, None])
     output = mixed[0, 0, 0]
-    # four decimals, so the printed sum adds up (see the slip noted in run)
+    # four decimals, so the printed sum adds up (three would lose the last digit, see run)
     terms = " + ".join(f"{w:.4f} x {vec(v, 0)}" for w, v in zip(cache.weights[0, 0, 0], values))
     out(f"   output = {terms} = {vec(output)}")
     return {"scores": scores, "scaled": scaled, "exp": np.exp(scaled),
@@ -43,9 +45,10 @@ def run(out=print):
     first = attend(query, keys, values, out)
     out("   a mix: A weighs most, yet B still contributes its share")
     first["rounded_sum"] = np.round(first["weights"], 3) @ values
-    out("   a slip in the tutorial: it writes 0.670 x [2, 0] + 0.330 x [0, 4] = [1.340, 1.321];")
-    out(f"   the rounded weights give {vec(first['rounded_sum'])}, its 1.321 comes from the "
-        f"unrounded weight: {first['weights'][1]:.5f} x 4 = {4 * first['weights'][1]:.5f}")
+    w_b = first["weights"][1]
+    out("   the article writes this sum with ≈: its [1.340, 1.321] comes from the unrounded weights,")
+    out(f"   {w_b:.5f} x 4 = {4 * w_b:.5f}; the weights as printed, 0.670 and 0.330, would give "
+        f"{vec(first['rounded_sum'])}")
 
     changed = keys.copy()
     changed[1] = [2.0, 0.0]

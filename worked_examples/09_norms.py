@@ -6,24 +6,24 @@ Both with eps = 0 and gamma = 1, as in the tutorial; then with the usual eps.
 Last, a Pre-Norm block is taken apart: h = x + Attn(Norm(x)),
 y = h + FFN(Norm(h)), and compared with a Post-Norm block.
 
-The two articles disagree on where the norm goes. The main article teaches
-Pre-Norm (normalise before each sub-layer, as GPT-2 and Llama do); the
-overview's block diagram (Self-Attention -> "residual connection and
-normalisation" -> MLP -> "residual connection and normalisation") normalises
-after each residual sum: Post-Norm, the 2017 Transformer's and BERT's layout.
-npformer has both: ``PreNormBlock`` (the default) and ``PostNormBlock``
+The two articles draw the norm in different places, and both places are in
+use (the overview itself says models place it differently). The main article
+teaches Pre-Norm (normalise before each sub-layer, as GPT-2 and Llama do); the
+overview's simplified block diagram (Self-Attention -> "residual connection and
+normalisation" -> MLP -> "residual connection and normalisation"), read
+literally, normalises after each residual sum: Post-Norm, the layout of the
+2017 Transformer and of BERT. npformer has both: ``PreNormBlock`` (the default) and ``PostNormBlock``
 (``DecoderConfig(prenorm=False)``).
 """
 import numpy as np
 
-from npformer import DecoderConfig, LayerNorm, RMSNorm, causal_mask
+from npformer import DecoderConfig, LayerNorm, RMSNorm, build_block, causal_mask
 from npformer.cli.worked_examples import vec
-from npformer import build_block
 
 
 def post_norm(inputs, mask, out):
     """The overview article's block diagram as npformer's PostNormBlock, checked against its formula."""
-    out("3. The two articles disagree: the main article teaches Pre-Norm (above); the overview's")
+    out("3. Two placements: the main article teaches Pre-Norm (above); the overview's simplified")
     out("   block diagram puts 'residual connection and normalisation' after attention and after")
     out("   the MLP: Post-Norm, h = Norm1(x + Attn(x)); y = Norm2(h + FFN(h)) (2017 Transformer, BERT).")
     out("   npformer has both: PreNormBlock (the default) and PostNormBlock (DecoderConfig(prenorm=False))")

@@ -10,8 +10,7 @@ next article; this is the smallest honest version of it.)
 """
 import numpy as np
 
-from npformer import DecoderConfig, DecoderLM, cross_entropy
-from npformer.training.optim import AdamW
+from npformer import AdamW, DecoderConfig, DecoderLM, cross_entropy
 
 IDS = np.array([[3, 8, 12, 5, 17, 42, 23, 6]])          # the tutorial's ids
 

@@ -14,6 +14,10 @@ on the first two contexts, the third misses by (w_1, w_0) - w_0 e_1 - w_1 e_2;
 minimising the total squared error gives s / (1 + s) with s = w_0^2 + w_1^2 >= 1/2:
 at least 1/3, whatever the weights. Two heads of half the width (the same
 number of parameters) read the two facts with two weight rows and get it right.
+Nothing in the projections knows this beforehand: it is learned. Hold Wq at 0
+(no query: every score 0, every weight 1/2) and train the rest, and the two
+heads are stuck at the bound with s = 1/2, an error of 1/3; let Wq and Wk learn
+and it goes to 0.
 """
 import numpy as np
 
@@ -49,16 +53,24 @@ def mixing_identity(out):
     return gaps, errors
 
 
-def train(heads, steps=1500, seed=0):
-    """A layer of ``heads`` heads (width 4) fitted to the three answers with npformer's backward."""
+def train(heads, steps=1500, seed=0, learn_queries=True):
+    """A layer of ``heads`` heads (width 4) fitted to the three answers with npformer's backward;
+    ``learn_queries=False`` holds Wq (the first 4 columns of the fused qkv projection) at 0."""
     attn = MultiHeadAttention(4, heads, bias=True, rng=np.random.default_rng(seed), dtype=np.float64)
     optimizer = AdamW(attn.parameters(), lr=0.05, weight_decay=0.0)
+    queries = (attn.qkv.weight, attn.qkv.bias)
+    if not learn_queries:
+        for p in queries:
+            p.data[..., :4] = 0.0                           # q = 0 for every position
     for _ in range(steps):
         answers, _, y, cache = answers_of(attn)
         d_y = np.zeros_like(y)
         d_y[:, 2, :2] = 2 * (answers - ANSWERS)             # d/dy of the summed squared error
         attn.zero_grad()
         attn.backward(d_y, cache)
+        if not learn_queries:
+            for p in queries:
+                p.grad[..., :4] = 0.0                       # AdamW then leaves them at 0
         optimizer.step()
     answers, weights, _, _ = answers_of(attn)
     return float(((answers - ANSWERS) ** 2).sum()), answers, weights
@@ -76,6 +88,11 @@ def run(out=print):
         for h in range(heads):
             out(f"      head {h} reading A B: weights on the two facts {vec(weights[2, h])}")
     out("   one head settles at 1/3 (half its weight on each fact); two heads split the work")
+    loss, answers, weights = train(2, learn_queries=False)
+    out(f"3. Two heads with Wq held at 0: total squared error {loss:.6f}, the reader's weights "
+        f"{weights.min():.3f} to {weights.max():.3f} (no query, nothing to match);")
+    out(f"   with Wq and Wk learned, as in 2: {trained[2]['loss']:.1e}. Which relation to match is learned")
+    trained["frozen queries"] = {"loss": loss, "answers": answers, "weights": weights}
     return {"identity_gaps": gaps, "random_errors": errors, "trained": trained}
 
 
