@@ -18,7 +18,8 @@ from .t01_embedding import (Embedding, Embeddings, LearnedPositions, SinusoidalP
 from .t02_linear import Linear, linear_backward, linear_forward
 from .t03_softmax import softmax, softmax_backward, softmax_forward
 from .t04_attention import (DotProductAttention, MultiHeadAttention, attention_backward,
-                            attention_forward, causal_mask, may_read, padding_mask,
+                            attention_forward, causal_mask, grouped_attention_backward,
+                            grouped_attention_forward, may_read, padding_mask,
                             scaled_dot_product_attention, sliding_window_mask)
 from .t05_rope import Rotary
 from .t06_activations import (gelu_backward, gelu_forward, gelu_tanh_backward, gelu_tanh_forward,
@@ -58,6 +59,3 @@ FUNCTION_PAIRS = {
     "silu": (silu_forward, silu_backward),
     "tanh": (tanh_forward, tanh_backward),
 }
-
-# the fast track: importing it registers every fast twin with npformer.core.track
-from . import fast  # noqa: E402,F401

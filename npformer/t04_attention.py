@@ -1,31 +1,41 @@
-"""Scaled dot-product attention, its masks, and multi-head (and grouped-query) attention.
+"""Attention: each position reads the others, weighted by how well its query matches their keys.
 
-    scores  = Q K^T / sqrt(D)            [B, H, N, M]   (N queries, M keys)
-    weights = softmax(scores + mask)     [B, H, N, M]   (each row sums to 1)
-    out     = weights V                  [B, H, N, Dv]
+The article writes, for one head with queries Q [N, d_k], keys K [M, d_k], values V [M, d_v]:
 
-Backward, for the upstream gradient d_out:
-    d_weights = d_out V^T               d_V = weights^T d_out
-    d_scores  = weights * (d_weights - sum_j d_weights_j weights_j)      (softmax backward)
-    d_Q = d_scores K / sqrt(D)          d_K = d_scores^T Q / sqrt(D)
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
 
-Masks are boolean and mean "may read": True where query i may read key j. They
-broadcast against the score table and combine with ``&``. A query row with no
-readable key gets all-zero weights and a zero output (never NaN).
+Here with the batch and the heads in front (the article's d_k is our D, the head width):
 
-Causality is one rule, ``may_read``: a query reads the keys at or before its own
-position, and with a window only the ``window`` most recent of them. ``causal_mask``,
-``sliding_window_mask``, the ``causal=``/``window=`` arguments of the attention kernels
-and KV-cached decoding all apply that rule.
+    scores  = q k^T / sqrt(D)                    [B, H, N, M]   (N queries, M keys)
+    weights = softmax(scores) where may_read     [B, H, N, M]   (each row sums to 1)
+    out     = weights v                          [B, H, N, Dv]
 
-Grouped-query attention (GQA): H query heads share H_kv key/value heads; query head h
-reads key/value head h // (H / H_kv). H_kv = H is ordinary multi-head attention,
-H_kv = 1 is multi-query attention (MQA).
+The masks here are boolean and mean "may read": True where query i may read key j. The
+article writes the same limit additively, softmax(scores + M) with M = 0 where reading is
+allowed and -inf where it is not; exp(-inf) = 0, so both give a forbidden key weight
+exactly 0. A query row with no readable key gets all-zero weights and a zero output
+(never NaN).
+
+Backward, for the upstream gradient d_out (``d_x`` is always the gradient of x):
+
+    d_weights = d_out v^T                d_v = weights^T d_out
+    d_scores  = weights * (d_weights - sum_j d_weights_j weights_j)     (softmax backward)
+    d_q = d_scores k / sqrt(D)           d_k = d_scores^T q / sqrt(D)
+
+The file in the article's order: the causal rule and the masks; scaled dot-product
+attention; multi-head attention (split into heads, attend, merge, Wo); then a variant,
+grouped-query attention (H query heads share H_kv key/value heads; H_kv = 1 is
+multi-query attention).
+
+Fast twins: ``attention_forward``, ``attention_backward``, ``grouped_attention_forward`` and
+``grouped_attention_backward`` have twins in ``npformer/fast/attention.py``, used only under
+``npformer.track("fast")`` (the ``npformer`` commands that train choose it and say so).
+Everything else, and these four by default, runs as written here: a ``print`` in them shows.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -33,7 +43,7 @@ from .t03_softmax import SoftmaxCache, softmax_backward, softmax_forward
 from .t02_linear import Linear
 from .core.module import Cache, Module
 from .core.track import fast_twin
-from .core.validate import check_heads, check_mask, check_qkv, check_window
+from .core.validate import check_grouped_qkv, check_heads, check_mask, check_qkv, check_window
 
 
 # -- masks ------------------------------------------------------------------------
@@ -54,12 +64,6 @@ def causal_table(n, m=None, window=None):
     m - n cached keys sit at positions m - n .. m - 1)."""
     m = n if m is None else m
     return may_read(np.arange(m - n, m)[:, None], np.arange(m)[None, :], window)
-
-
-def first_readable_key(n, m, window):
-    """The earliest of m keys that any of the last n queries may read (0 without a window):
-    KV-cached decoding with a window need not read the keys before it."""
-    return int(np.argmax(causal_table(n, m, window).any(axis=0)))
 
 
 def causal_mask(n, m=None):
@@ -120,8 +124,8 @@ class AttentionCache(Cache):
     """What attention_forward keeps for its backward: the inputs and the weights."""
 
     q: np.ndarray            # [B, H, N, D]
-    k: np.ndarray            # [B, H_kv, M, D]
-    v: np.ndarray            # [B, H_kv, M, Dv]
+    k: np.ndarray            # [B, H, M, D]   ([B, H_kv, M, D] in grouped-query attention)
+    v: np.ndarray            # [B, H, M, Dv]  ([B, H_kv, M, Dv] likewise)
     softmax: SoftmaxCache    # .y: the weights [B, H, N, M]
     scale: float
 
@@ -131,78 +135,43 @@ class AttentionCache(Cache):
         return self.softmax.y
 
 
-def repeat_kv(x, group):
-    """[B, H_kv, M, F] -> [B, H, M, F]: each key/value head once per query head of its group."""
-    return np.repeat(x, group, axis=1)
-
-
-def sum_groups(d_x, group):
-    """The backward of ``repeat_kv``: each shared key/value head sums its group's gradients."""
-    B, H, M, F = d_x.shape
-    return d_x.reshape(B, H // group, group, M, F).sum(axis=2)
-
-
 @fast_twin
 def attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None):
-    """q [B, H, N, D], k [B, H_kv, M, D], v [B, H_kv, M, Dv] -> out [B, H, N, Dv].
+    """q [B, H, N, D], k [B, H, M, D], v [B, H, M, Dv] -> out [B, H, N, Dv]: softmax(q k^T / sqrt(D)) v.
 
-    ``mask`` broadcasts to [B, H, N, M]. ``causal`` (and ``window``) add the causal rule
-    for queries that are the last N of M positions. ``scale`` defaults to 1/sqrt(D).
-    The weights are in ``cache.weights``.
+    ``mask`` ("may read", boolean) broadcasts to [B, H, N, M]. ``causal`` (and ``window``)
+    add the causal rule for queries that are the last N of M positions. ``scale`` defaults
+    to 1/sqrt(D). The weights are in ``cache.weights``.
     """
-    B, H, N, D, H_kv, M = check_qkv(q, k, v)
+    B, H, N, D, M = check_qkv(q, k, v)
     mask = combine_masks(check_mask(mask, (B, H, N, M)), causal, check_window(window), N, M)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    group = H // H_kv
-    k_heads, v_heads = repeat_kv(k, group), repeat_kv(v, group)    # [B, H, M, D]
-    scores = q @ k_heads.swapaxes(-1, -2) * scale                  # [B, H, N, M]
+    scores = q @ k.swapaxes(-1, -2) * scale                        # [B, H, N, M]
     weights, softmax = softmax_forward(scores, mask=mask)          # [B, H, N, M]
-    out = weights @ v_heads                                        # [B, H, N, Dv]
+    out = weights @ v                                              # [B, H, N, Dv]
     return out, AttentionCache(q, k, v, softmax, scale)
 
 
 @fast_twin
 def attention_backward(d_out, cache):
-    """-> (d_q, d_k, d_v); a shared K/V head receives the sum of its group's gradients."""
+    """-> (d_q, d_k, d_v) from d_out [B, H, N, Dv]."""
     q, k, v, weights, scale = cache.q, cache.k, cache.v, cache.weights, cache.scale
-    group = q.shape[1] // k.shape[1]
-    k_heads, v_heads = repeat_kv(k, group), repeat_kv(v, group)
-    # forward: out = weights @ v_heads
-    d_weights = d_out @ v_heads.swapaxes(-1, -2)                   # [B, H, N, M]
-    d_v_heads = weights.swapaxes(-1, -2) @ d_out                   # [B, H, M, Dv]
+    # forward: out = weights @ v
+    d_weights = d_out @ v.swapaxes(-1, -2)                         # [B, H, N, M]
+    d_v = weights.swapaxes(-1, -2) @ d_out                         # [B, H, M, Dv]
     # forward: weights = softmax(scores) (masked entries: weight 0, gradient 0)
     d_scores = softmax_backward(d_weights, cache.softmax)          # [B, H, N, M]
-    # forward: scores = q @ k_heads^T * scale
-    d_q = d_scores @ k_heads * scale                               # [B, H, N, D]
-    d_k_heads = d_scores.swapaxes(-1, -2) @ q * scale              # [B, H, M, D]
-    # forward: k_heads, v_heads = repeat_kv(k), repeat_kv(v)
-    return d_q, sum_groups(d_k_heads, group), sum_groups(d_v_heads, group)
+    # forward: scores = q @ k^T * scale
+    d_q = d_scores @ k * scale                                     # [B, H, N, D]
+    d_k = d_scores.swapaxes(-1, -2) @ q * scale                    # [B, H, M, D]
+    return d_q, d_k, d_v
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
-    """(out, weights) of ``attention_forward``, for inspection without a backward."""
-    out, cache = attention_forward(q, k, v, mask, scale)
+    """(out, weights) of attention, for inspection without a backward; k and v may have
+    fewer heads than q (grouped-query attention)."""
+    out, cache = grouped_attention_forward(q, k, v, mask, scale)
     return out, cache.weights
-
-
-class DotProductAttention:
-    """The attention kernel that builds the whole [B, H, N, M] score table at once.
-
-    A kernel is what ``MultiHeadAttention`` calls between splitting and merging the heads:
-    ``forward(q, k, v, mask, causal, window) -> (out, cache)`` and
-    ``backward(d_out, cache) -> (d_q, d_k, d_v)``. ``flash_attention.BlockwiseAttention``
-    computes the same thing a block of keys at a time.
-    """
-
-    name = "plain"
-
-    def forward(self, q, k, v, mask=None, causal=False, window=None):
-        """``attention_forward`` with the causal rule applied to the last N of M positions."""
-        return attention_forward(q, k, v, mask, causal=causal, window=window)
-
-    def backward(self, d_out, cache):
-        """``attention_backward``."""
-        return attention_backward(d_out, cache)
 
 
 # -- multi-head attention --------------------------------------------------------------
@@ -270,12 +239,8 @@ class MultiHeadAttention(Module):
                 positions = np.arange(start, start + N)
             q, q_rope = self.rope.forward(q, positions=positions)
             k, k_rope = self.rope.forward(k, positions=positions)
-        if kv is not None:
-            k, v = kv.write(k, v)                              # every key so far: [B, H_kv, M, D]
-            if self.window is not None:                        # no query reads the keys before first
-                first = first_readable_key(N, k.shape[2], self.window)
-                k, v = k[:, :, first:], v[:, :, first:]
-                mask = None if mask is None else mask[..., first:]
+        if kv is not None:                                     # every key so far a query may read
+            k, v, mask = kv.extend(k, v, mask, self.window)    # [B, H_kv, M, D]
         mixed, attn = self.kernel.forward(q, k, v, mask, causal=self.causal, window=self.window)
         y, out = self.out.forward(self.merge_heads(mixed))     # [B, N, d]
         return y, MultiHeadCache(qkv_cache, q_rope, k_rope, attn, out, kv is not None)
@@ -297,3 +262,60 @@ class MultiHeadAttention(Module):
         d_heads = np.concatenate([d_q, d_k, d_v], axis=1)      # [B, heads, N, D]
         d_qkv = d_heads.transpose(0, 2, 1, 3).reshape(B, N, -1)
         return self.qkv.backward(d_qkv, cache.qkv)
+
+
+# -- a variant: grouped-query attention (GQA, and MQA with H_kv = 1) ------------------------
+def repeat_kv(x, group):
+    """[B, H_kv, M, F] -> [B, H, M, F]: each key/value head once per query head of its group
+    (query head h reads key/value head h // group)."""
+    return x if group == 1 else np.repeat(x, group, axis=1)
+
+
+def sum_groups(d_x, group):
+    """The backward of ``repeat_kv``: each shared key/value head sums its group's gradients."""
+    if group == 1:
+        return d_x
+    B, H, M, F = d_x.shape
+    return d_x.reshape(B, H // group, group, M, F).sum(axis=2)
+
+
+@fast_twin
+def grouped_attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None):
+    """q [B, H, N, D], k [B, H_kv, M, D], v [B, H_kv, M, Dv] -> out [B, H, N, Dv]: attention
+    with each key/value head shared by H / H_kv query heads (H_kv = H is plain attention)."""
+    group = check_grouped_qkv(q, k, v)                             # H / H_kv
+    out, cache = attention_forward(q, repeat_kv(k, group), repeat_kv(v, group), mask, scale,
+                                   causal, window)
+    return out, replace(cache, k=k, v=v)                           # the shared heads, not copies
+
+
+@fast_twin
+def grouped_attention_backward(d_out, cache):
+    """-> (d_q, d_k, d_v); a shared key/value head receives the sum of its group's gradients."""
+    group = cache.q.shape[1] // cache.k.shape[1]
+    # forward: out = attention(q, repeat_kv(k), repeat_kv(v))
+    repeated = replace(cache, k=repeat_kv(cache.k, group), v=repeat_kv(cache.v, group))
+    d_q, d_k_heads, d_v_heads = attention_backward(d_out, repeated)
+    # forward: k_heads, v_heads = repeat_kv(k), repeat_kv(v)
+    return d_q, sum_groups(d_k_heads, group), sum_groups(d_v_heads, group)
+
+
+# -- the kernel MultiHeadAttention calls between splitting and merging the heads ------------
+class DotProductAttention:
+    """The attention kernel that builds the whole [B, H, N, M] score table at once.
+
+    ``forward(q, k, v, mask, causal, window) -> (out, cache)`` and
+    ``backward(d_out, cache) -> (d_q, d_k, d_v)``, with k and v of H_kv heads (H_kv = H is
+    plain multi-head attention). ``t18_flash_attention.BlockwiseAttention`` computes the
+    same thing a block of keys at a time.
+    """
+
+    name = "plain"
+
+    def forward(self, q, k, v, mask=None, causal=False, window=None):
+        """``grouped_attention_forward``, the causal rule applied to the last N of M positions."""
+        return grouped_attention_forward(q, k, v, mask, causal=causal, window=window)
+
+    def backward(self, d_out, cache):
+        """``grouped_attention_backward``: (d_q, d_k, d_v)."""
+        return grouped_attention_backward(d_out, cache)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .t04_attention import causal_table
+
 
 class LayerKV:
     """One layer's slice of a ``KVCache``: k, v [B, H_kv, capacity, D]."""
@@ -32,6 +34,22 @@ class LayerKV:
         self.k[:, :, start:start + n] = k_new
         self.v[:, :, start:start + n] = v_new
         return self.k[:, :, :start + n], self.v[:, :, :start + n]
+
+    def extend(self, k_new, v_new, mask=None, window=None):
+        """``write`` the n new positions, then (k, v, mask) of every cached position the n new
+        queries may read: with a sliding ``window``, the keys before its reach are left out
+        (no query reads them) and the mask [..., M] is cut to match."""
+        k, v = self.write(k_new, v_new)
+        if window is None:
+            return k, v, mask
+        first = first_readable_key(k_new.shape[2], k.shape[2], window)
+        return k[:, :, first:], v[:, :, first:], None if mask is None else mask[..., first:]
+
+
+def first_readable_key(n, m, window):
+    """The earliest of m keys that any of the last n queries may read (0 without a window):
+    KV-cached decoding with a window need not read the keys before it."""
+    return int(np.argmax(causal_table(n, m, window).any(axis=0)))
 
 
 class KVCache:

@@ -33,7 +33,7 @@ import numpy as np
 from .t04_attention import may_read, repeat_kv, sum_groups
 from .core.module import Cache
 from .core.track import fast_twin
-from .core.validate import check_mask, check_positive, check_qkv, check_window
+from .core.validate import check_mask, check_positive, qkv_shapes, check_window
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def block_scores(cache, start, stop):
 
 def flash_settings(q, k, v, mask, scale, causal, window, block_size):
     """Validated inputs, as a cache without ``out`` and ``lse`` (the tiles read their settings there)."""
-    B, H, N, D, H_kv, M = check_qkv(q, k, v)
+    B, H, N, D, H_kv, M = qkv_shapes(q, k, v)
     mask = check_mask(mask, (B, H, N, M))
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     return FlashAttentionCache(q, k, v, None, None, mask, scale, bool(causal), check_window(window),

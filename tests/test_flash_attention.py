@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from npformer import (BlockwiseAttention, DecoderConfig, MultiHeadAttention, attention_backward,
-                      attention_forward, causal_mask, flash_attention_backward,
-                      flash_attention_forward, padding_mask, sliding_window_mask)
+from npformer import (BlockwiseAttention, DecoderConfig, MultiHeadAttention, attention_forward,
+                      causal_mask, flash_attention_backward, flash_attention_forward,
+                      grouped_attention_backward, grouped_attention_forward, padding_mask,
+                      sliding_window_mask)
 from npformer import gradcheck
 from npformer.testing.cases import CASES
 
@@ -44,11 +45,11 @@ def test_equals_plain_attention_value_and_gradient(shape, block, causal, window,
         mask = causal_mask(N, M)
     else:
         mask = None
-    out, cache = attention_forward(q, k, v, mask)
+    out, cache = grouped_attention_forward(q, k, v, mask)
     fout, fcache = flash_attention_forward(q, k, v, causal=causal, window=window, block_size=block)
     np.testing.assert_allclose(fout, out, rtol=1e-10, atol=1e-12)
     d_out = rng.standard_normal(out.shape)
-    for plain, flash in zip(attention_backward(d_out, cache), flash_attention_backward(d_out, fcache)):
+    for plain, flash in zip(grouped_attention_backward(d_out, cache), flash_attention_backward(d_out, fcache)):
         np.testing.assert_allclose(flash, plain, rtol=1e-9, atol=1e-11)
 
 

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from npformer import (DecoderConfig, DecoderLM, KVCache, MultiHeadAttention, Rotary,
-                      attention_backward, attention_forward, causal_mask)
+                      attention_backward, attention_forward, causal_mask,
+                      grouped_attention_backward, grouped_attention_forward)
 
 seeds = st.integers(0, 2**32 - 1)
 
@@ -48,7 +49,7 @@ def test_grouped_attention_matches_a_per_head_reference(seed, heads, n):
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((2, H, n, 3))
     k, v = rng.standard_normal((2, 2, H_kv, n, 3))
-    out, _ = attention_forward(q, k, v, causal_mask(n))
+    out, _ = grouped_attention_forward(q, k, v, causal_mask(n))
     np.testing.assert_allclose(out, reference_attention(q, k, v, causal_mask(n)), atol=1e-12)
 
 
@@ -70,11 +71,11 @@ def test_repeating_kv_heads_by_hand_gives_the_same_output_and_gradients(seed, he
     k, v = rng.standard_normal((2, 2, H_kv, n, 3))
     g = rng.standard_normal((2, H, n, 3))
     mask = causal_mask(n)
-    out, cache = attention_forward(q, k, v, mask)
+    out, cache = grouped_attention_forward(q, k, v, mask)
     k_rep, v_rep = np.repeat(k, G, axis=1), np.repeat(v, G, axis=1)      # head h gets kv h // G
     out_rep, cache_rep = attention_forward(q, k_rep, v_rep, mask)
     np.testing.assert_allclose(out, out_rep, atol=1e-12)
-    dq, dk, dv = attention_backward(g, cache)
+    dq, dk, dv = grouped_attention_backward(g, cache)
     dq_rep, dk_rep, dv_rep = attention_backward(g, cache_rep)
     np.testing.assert_allclose(dq, dq_rep, atol=1e-12)
     # a shared head's gradient is the sum over the G query heads that read it
@@ -148,4 +149,6 @@ def test_heads_not_divisible_by_kv_heads_is_a_clear_error():
         MultiHeadAttention(8, 4, 0, rng=np.random.default_rng(0))
     q, k = np.zeros((1, 4, 2, 2)), np.zeros((1, 3, 2, 2))
     with pytest.raises(ValueError, match="k: query heads 4 must be a multiple of key/value heads 3"):
+        grouped_attention_forward(q, k, k)
+    with pytest.raises(ValueError, match="k: expected 4 heads like q, got 3; .* grouped_attention_forward"):
         attention_forward(q, k, k)

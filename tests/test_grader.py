@@ -42,8 +42,8 @@ MISTAKES = {
         "linear", "t02_linear.py", "d_weight = x_rows.T @ d_rows", "d_weight = d_rows.T @ x_rows",
         "shape (11, 8) is the transpose of (8, 11): a missing transpose"),
     "missing 1/sqrt(D)": (
-        "attention", "t04_attention.py", "d_k_heads = d_scores.swapaxes(-1, -2) @ q * scale",
-        "d_k_heads = d_scores.swapaxes(-1, -2) @ q",
+        "attention", "t04_attention.py", "d_k = d_scores.swapaxes(-1, -2) @ q * scale",
+        "d_k = d_scores.swapaxes(-1, -2) @ q",
         # size 1: d = 8, H = 2, so D = 4 and the lost factor is 1/2
         "yours is 2 times the right gradient everywhere: the factor 1/sqrt(D) = 0.5 is missing"),
     "missing mean factor": (
@@ -70,8 +70,8 @@ def test_each_usual_mistake_gets_its_diagnosis(tmp_path, mistake):
 
 
 def test_the_failing_tensor_and_its_worst_element_are_named(tmp_path):
-    workspace = _seeded(tmp_path, "attention", "t04_attention.py", "d_q = d_scores @ k_heads * scale",
-                        "d_q = -d_scores @ k_heads * scale")
+    workspace = _seeded(tmp_path, "attention", "t04_attention.py", "d_q = d_scores @ k * scale",
+                        "d_q = -d_scores @ k * scale")
     outcome, report = _grade(workspace, "attention")
     line = next(l for l in outcome.lines if l.strip().startswith("gradient of q: relative error"))
     assert "2.00e+00, worst at (" in line              # -g against g: |2g| / |g|

@@ -5,6 +5,7 @@ import os
 import pkgutil
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -81,9 +82,9 @@ def _rmsnorm(rng, dtype, scale, B, N, d):
     return _arrays(rng, dtype, scale, (B, N, d), (d,)), {"eps": 1e-6}
 
 
-def _qkv(rng, dtype, scale, B, N, d):
+def _qkv(rng, dtype, scale, B, N, d, grouped=True):
     H_kv = int(rng.integers(1, 3))
-    H = H_kv * int(rng.integers(1, 3))
+    H = H_kv * int(rng.integers(1, 3)) if grouped else H_kv
     M = N + int(rng.integers(0, 3))                        # queries after M - N cached keys
     q, k, v = _arrays(rng, dtype, scale, (B, H, N, d), (B, H_kv, M, d), (B, H_kv, M, d))
     options = {"causal": bool(rng.random() < 0.6)}
@@ -92,6 +93,10 @@ def _qkv(rng, dtype, scale, B, N, d):
     if rng.random() < 0.5:
         options["mask"] = rng.random((B, 1, 1, M)) < 0.8
     return (q, k, v), options
+
+
+def _qkv_same_heads(rng, dtype, scale, B, N, d):
+    return _qkv(rng, dtype, scale, B, N, d, grouped=False)
 
 
 def _flash(rng, dtype, scale, B, N, d):
@@ -117,7 +122,8 @@ PAIRS = {
     "linear": (npformer.linear_forward, npformer.linear_backward, _linear),
     "layernorm": (npformer.layernorm_forward, npformer.layernorm_backward, _layernorm),
     "rmsnorm": (npformer.rmsnorm_forward, npformer.rmsnorm_backward, _rmsnorm),
-    "attention": (npformer.attention_forward, npformer.attention_backward, _qkv),
+    "attention": (npformer.attention_forward, npformer.attention_backward, _qkv_same_heads),
+    "grouped_attention": (npformer.grouped_attention_forward, npformer.grouped_attention_backward, _qkv),
     "flash_attention": (npformer.flash_attention_forward, npformer.flash_attention_backward, _flash),
     "cross_entropy": (npformer.cross_entropy_forward, npformer.cross_entropy_backward, _cross_entropy),
 }
@@ -222,27 +228,72 @@ def test_a_fast_twin_names_its_plain_twin():
         assert fast.__module__.startswith("npformer.fast.")
 
 
+def test_the_plain_track_runs_by_default_and_loads_no_twin():
+    # what a reader reads is what runs: importing npformer registers no fast kernel
+    code = ("import sys, npformer; print(npformer.current_track(), "
+            "any(m.startswith('npformer.fast') for m in sys.modules))")
+    env = {k: v for k, v in os.environ.items() if k != "NPFORMER_TRACK"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.stdout.split() == ["plain", "False"], done.stderr
+
+
 def test_the_switch():
-    assert current_track() == "fast"                        # the default
-    with track("plain"):
-        assert current_track() == "plain"
-        with track("fast"):
-            assert current_track() == "fast"
-        assert current_track() == "plain"
-    assert current_track() == "fast"
-    with pytest.raises(ValueError, match=r"track: expected one of \('fast', 'plain'\), got 'quick'"):
+    assert current_track() == "plain"                       # the default
+    with track("fast"):
+        assert current_track() == "fast"
+        with track("plain"):
+            assert current_track() == "plain"
+        assert current_track() == "fast"
+    assert current_track() == "plain"
+    with pytest.raises(ValueError, match=r"track: expected one of plain, fast, got 'quick'"):
         use_track("quick")
-    assert current_track() == "fast"
+    assert current_track() == "plain"
+
+
+def test_a_track_chosen_in_one_thread_leaves_the_others_alone():
+    seen = {}
+    inside, leave = threading.Event(), threading.Event()
+
+    def other():
+        with track("fast"):
+            seen["other, inside"] = current_track()
+            inside.set()
+            leave.wait(10)
+        seen["other, after"] = current_track()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    inside.wait(10)
+    seen["main, meanwhile"] = current_track()
+    leave.set()
+    thread.join()
+    assert seen == {"other, inside": "fast", "main, meanwhile": "plain", "other, after": "plain"}
+
+
+def test_use_track_returns_the_previous_track():
+    previous = use_track("fast")
+    try:
+        assert previous == "plain" and current_track() == "fast"
+    finally:
+        assert use_track(previous) == "fast"
 
 
 def test_the_environment_variable_chooses_the_track():
     code = "import npformer; print(npformer.current_track())"
-    env = {**os.environ, "NPFORMER_TRACK": "plain"}
+    env = {**os.environ, "NPFORMER_TRACK": "fast"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert done.stdout.strip() == "plain"
+    assert done.stdout.strip() == "fast"
     env["NPFORMER_TRACK"] = "slow"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert done.returncode != 0 and "NPFORMER_TRACK: expected one of ('fast', 'plain'), got 'slow'" in done.stderr
+    assert done.returncode != 0 and "NPFORMER_TRACK: expected one of plain, fast, got 'slow'" in done.stderr
+
+
+def test_the_environment_variable_runs_the_twins():
+    code = ("import numpy as np, npformer; from npformer.core.track import _FAST; "
+            "npformer.softmax(np.zeros(3)); print(len(_FAST) > 0)")
+    env = {**os.environ, "NPFORMER_TRACK": "fast"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.stdout.strip() == "True", done.stderr
 
 
 # -- whole models: the same logits, gradients and optimizer steps on both tracks -------------

@@ -11,7 +11,8 @@ npformer's attention and KVCache.
 """
 import numpy as np
 
-from npformer import DecoderConfig, DecoderLM, MultiHeadAttention, attention_forward, causal_mask
+from npformer import (DecoderConfig, DecoderLM, MultiHeadAttention, causal_mask,
+                      grouped_attention_forward)
 
 
 def group_weights(attn, x, H, H_kv, D, N, out):
@@ -48,12 +49,12 @@ def run(out=print):
         f"weights {list(cache.weights.shape)}: every query head keeps its own table")
 
     out("2. Which query heads read each KV head? Disturb one KV head's keys, see whose output moves.")
-    before, _ = attention_forward(cache.attn.q, cache.attn.k, cache.attn.v, causal_mask(N))
+    before, _ = grouped_attention_forward(cache.attn.q, cache.attn.k, cache.attn.v, causal_mask(N))
     readers = []
     for g in range(H_kv):
         k_changed = cache.attn.k.copy()
         k_changed[:, g] += rng.standard_normal(k_changed[:, g].shape)   # disturb KV head g only
-        after, _ = attention_forward(cache.attn.q, k_changed, cache.attn.v, causal_mask(N))
+        after, _ = grouped_attention_forward(cache.attn.q, k_changed, cache.attn.v, causal_mask(N))
         moved = np.nonzero(np.abs(after - before).max(axis=(0, 2, 3)) > 1e-6)[0]   # [H] -> changed heads
         readers.append(moved.tolist())
         out(f"   KV head {g}: read by query heads {readers[-1]}")

@@ -1,71 +1,84 @@
 """Two tracks, one switch: the plain maths you read and the fast kernels you run.
 
-The component files (functional, linear, attention, norm, loss, optim ...) are the
-*plain track*: forward and backward written the way the tutorial writes the maths.
-A few of their functions carry the decorator ``@fast_twin``. For each of those,
-``npformer/fast/`` holds a function of the same name and signature that computes
-the same numbers with speed idioms (in-place and ``out=`` kernels, grouped GEMMs,
-threads). The tests hold every pair equal: outputs and every gradient, to 1e-12
-(relative) in float64 and 1e-5 in float32.
+The concept files (t01_embedding.py ... t18_flash_attention.py) are the *plain track*:
+forward written as the tutorial writes the maths, backward in the same plain style. A few
+of their functions carry the decorator ``@fast_twin``; for each, ``npformer/fast/`` holds a
+function of the same name and signature that computes the same numbers with speed idioms
+(in-place and ``out=`` kernels, grouped GEMMs, row blocks on several cores). The tests hold
+every pair equal: outputs and every gradient, to 1e-12 (relative) in float64 and 1e-5 in
+float32.
 
-Which one runs is decided here, at call time:
+The plain track runs unless a program asks for the other one, so a ``print`` added to a
+plain function shows up. Which one runs is decided at call time:
 
-    npformer.use_track("plain")            # from now on, everything runs the plain maths
-    with npformer.track("plain"):          # only inside the block
+    npformer.use_track("fast")             # from now on (in this thread), the fast twins
+    with npformer.track("fast"):           # only inside the block
         ...
-    NPFORMER_TRACK=plain npformer demo     # from the shell (read when npformer is imported)
+    NPFORMER_TRACK=fast python my_script.py
 
-The default is "fast". A twin is looked up each call, so a forward run on one track
-and its backward on the other still agree: the twins share their cache records.
+The choice is a context variable, like numpy's ``errstate`` or ``decimal``'s context: a
+``with track(...)`` in one thread (or asyncio task) leaves every other thread on its own
+track, and a new thread starts on the default. The twins share their cache records, so a
+forward run on one track and its backward on the other agree.
 """
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
+import importlib
 import os
 
-TRACKS = ("fast", "plain")
-DEFAULT = "fast"
+TRACKS = ("plain", "fast")
+DEFAULT = "plain"
+ENVIRONMENT = "NPFORMER_TRACK"
 
 _FAST = {}                     # "npformer.t08_norm.layernorm_forward" -> its fast twin
+_chosen = contextvars.ContextVar("npformer_track", default=None)
 
 
-def _checked(name):
+def check_track(name, where="track"):
+    """``name`` if it is a track, else a ValueError naming ``where`` it came from."""
     if name not in TRACKS:
-        raise ValueError(f"track: expected one of {TRACKS}, got {name!r}")
+        raise ValueError(f"{where}: expected one of {', '.join(TRACKS)}, got {name!r}")
     return name
 
 
-def _from_environment():
-    name = os.environ.get("NPFORMER_TRACK", DEFAULT)
-    if name not in TRACKS:
-        raise ValueError(f"NPFORMER_TRACK: expected one of {TRACKS}, got {name!r}")
-    return name
-
-
-_current = _from_environment()
+def default_track():
+    """The track of a thread that chose none: ``NPFORMER_TRACK`` if set, else "plain"."""
+    return check_track(os.environ.get(ENVIRONMENT, DEFAULT), ENVIRONMENT)
 
 
 def current_track():
-    """The track that runs now: "fast" or "plain"."""
-    return _current
+    """The track that runs now in this thread: "plain" or "fast"."""
+    chosen = _chosen.get()
+    return default_track() if chosen is None else chosen
 
 
 def use_track(name):
-    """Choose the track for everything that follows ("fast" or "plain"); returns the previous one."""
-    global _current
-    previous, _current = _current, _checked(name)
+    """Choose the track for what follows in this thread ("plain" or "fast"); returns the
+    previous one."""
+    previous = current_track()
+    _chosen.set(_ready(check_track(name)))
     return previous
 
 
 @contextlib.contextmanager
 def track(name):
     """Run the body of a ``with`` block on one track, then restore the previous one."""
-    previous = use_track(name)
+    token = _chosen.set(_ready(check_track(name)))
     try:
         yield name
     finally:
-        use_track(previous)
+        _chosen.reset(token)
+
+
+def _ready(name):
+    """Load the fast twins the first time the fast track is chosen (``npformer.fast``
+    registers them when imported); the plain track loads nothing."""
+    if name == "fast" and not _FAST:
+        importlib.import_module(__name__.rsplit(".", 2)[0] + ".fast")
+    return name
 
 
 def _key(function):
@@ -75,14 +88,15 @@ def _key(function):
 def fast_twin(plain):
     """Mark a plain function as having a drop-in twin in ``npformer/fast/``.
 
-    The returned function runs the twin on the fast track and ``plain`` itself on the
-    plain track (or when no twin is registered). ``.plain`` is the undecorated function.
+    The returned function runs ``plain`` itself on the plain track, and the twin on the
+    fast track. ``.plain`` is the undecorated function.
     """
     key = _key(plain)
 
     @functools.wraps(plain)
     def dispatch(*args, **kwargs):
-        if _current == "fast":
+        if current_track() == "fast":
+            _ready("fast")                    # NPFORMER_TRACK=fast chooses it without a call
             twin = _FAST.get(key)
             if twin is not None:
                 return twin(*args, **kwargs)
@@ -106,8 +120,9 @@ def twin_of(dispatch):
 
 
 def twins():
-    """{qualified name of the plain function: (plain, fast)} for every registered pair.
+    """{qualified name of the plain function: (plain, fast)} for every pair.
 
-    Importing ``npformer`` registers them all (its ``__init__`` imports ``npformer.fast``).
+    Loads the fast track (``npformer.fast``) if nothing has loaded it yet.
     """
+    _ready("fast")
     return {key: (fast.plain_twin, fast) for key, fast in _FAST.items()}

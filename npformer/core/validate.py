@@ -107,17 +107,36 @@ def check_mask(mask, shape):
     return mask
 
 
-def check_qkv(q, k, v):
-    """q [B, H, N, D], k [B, H_kv, M, D], v [B, H_kv, M, Dv] -> (B, H, N, D, H_kv, M)."""
-    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
-        raise ValueError(f"q, k, v: expected [B, H, N, D] arrays, got shapes {q.shape}, {k.shape}, {v.shape}")
+def qkv_shapes(q, k, v, grouped=True):
+    """q [B, H, N, D], k [B, H_kv, M, D], v [B, H_kv, M, Dv] -> (B, H, N, D, H_kv, M), with H
+    a multiple of H_kv (``grouped``) or equal to it."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, np.ndarray) or x.ndim != 4:
+            raise ValueError(f"{name}: expected a [B, heads, positions, D] array, got "
+                             f"{type(x).__name__ if not isinstance(x, np.ndarray) else x.shape}")
     B, H, N, D = q.shape
     H_kv, M = k.shape[1], k.shape[2]
-    if H % H_kv:
-        raise ValueError(f"k: query heads {H} must be a multiple of key/value heads {H_kv}")
     if k.shape[:1] + k.shape[3:] != (B, D) or v.shape[:3] != k.shape[:3]:
         raise ValueError(f"q, k, v: incompatible shapes {q.shape}, {k.shape}, {v.shape}")
+    if not grouped and H_kv != H:
+        raise ValueError(f"k: expected {H} heads like q, got {H_kv}; for key/value heads shared "
+                         f"by several query heads use grouped_attention_forward")
+    if H_kv == 0 or H % H_kv:
+        raise ValueError(f"k: query heads {H} must be a multiple of key/value heads {H_kv}")
     return B, H, N, D, H_kv, M
+
+
+def check_qkv(q, k, v):
+    """q [B, H, N, D], k [B, H, M, D], v [B, H, M, Dv] (every query head its own keys)
+    -> (B, H, N, D, M)."""
+    B, H, N, D, _, M = qkv_shapes(q, k, v, grouped=False)
+    return B, H, N, D, M
+
+
+def check_grouped_qkv(q, k, v):
+    """q [B, H, N, D], k [B, H_kv, M, D], v [B, H_kv, M, Dv] -> the group size H / H_kv."""
+    _, H, _, _, H_kv, _ = qkv_shapes(q, k, v)
+    return H // H_kv
 
 
 def check_positive(name, value):

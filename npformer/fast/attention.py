@@ -18,7 +18,7 @@ from .. import t04_attention as plain
 from ..t04_attention import AttentionCache, combine_masks
 from ..t03_softmax import SoftmaxCache
 from ..core.track import twin_of
-from ..core.validate import check_mask, check_qkv, check_window
+from ..core.validate import check_mask, check_qkv, check_window, qkv_shapes
 from .functional import softmax_inplace
 from .parallel import run_blocks
 
@@ -41,8 +41,21 @@ def _mask_block(mask, batch, q_heads):
 
 @twin_of(plain.attention_forward)
 def attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None):
-    """Twin of ``npformer.t04_attention.attention_forward``: grouped GEMMs, one score table."""
-    B, H, N, D, H_kv, M = check_qkv(q, k, v)
+    """Twin of ``npformer.t04_attention.attention_forward``: one score table, softmax in place."""
+    check_qkv(q, k, v)
+    return _forward(q, k, v, mask, scale, causal, window)
+
+
+@twin_of(plain.grouped_attention_forward)
+def grouped_attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None):
+    """Twin of ``npformer.t04_attention.grouped_attention_forward``: grouped GEMMs, K and V
+    never repeated."""
+    return _forward(q, k, v, mask, scale, causal, window)
+
+
+def _forward(q, k, v, mask, scale, causal, window):
+    """Attention of H query heads over H_kv key/value heads (any group size)."""
+    B, H, N, D, H_kv, M = qkv_shapes(q, k, v)
     mask = combine_masks(check_mask(mask, (B, H, N, M)), causal, check_window(window), N, M)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     G = H // H_kv
@@ -65,7 +78,19 @@ def attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None)
 
 @twin_of(plain.attention_backward)
 def attention_backward(d_out, cache):
-    """Twin of ``npformer.t04_attention.attention_backward``: grouped GEMMs, softmax backward in place."""
+    """Twin of ``npformer.t04_attention.attention_backward``: the softmax backward in place."""
+    return _backward(d_out, cache)
+
+
+@twin_of(plain.grouped_attention_backward)
+def grouped_attention_backward(d_out, cache):
+    """Twin of ``npformer.t04_attention.grouped_attention_backward``: grouped GEMMs, each shared
+    key/value head's gradient summed by the product itself."""
+    return _backward(d_out, cache)
+
+
+def _backward(d_out, cache):
+    """(d_q, d_k, d_v) of ``_forward`` (any group size)."""
     q, k, v, weights = cache.q, cache.k, cache.v, cache.weights
     B, H, N, D = q.shape
     H_kv, M = k.shape[1], k.shape[2]

@@ -195,9 +195,11 @@ class AdamW(Optimizer):
         self.steps += 1
         for name, p in self.named:
             decay = self.weight_decay if self.decayed[name] else 0.0
-            p.data, self.exp_avg[name], self.exp_avg_sq[name] = adamw_update(
+            data, self.exp_avg[name], self.exp_avg_sq[name] = adamw_update(
                 p.data, p.grad, self.exp_avg[name], self.exp_avg_sq[name], self.steps, self.lr,
                 self.betas, self.eps, decay)
+            if data is not p.data:            # the fast twin updates in place, the plain one not
+                p.data[...] = data            # either way the Parameter keeps its own array
 
 
 def clip_grad_norm(params, max_norm):

@@ -185,9 +185,9 @@ def _(L, R):
 def _(L, R):
     g = rng()
     q, k, v = _qkv(g, H=4, H_kv=2)
-    out, cache = L.t04_attention.attention_forward(q, k, v)
+    out, cache = L.t04_attention.grouped_attention_forward(q, k, v)
     G = g.standard_normal(out.shape)
-    _, d_k, d_v = L.t04_attention.attention_backward(G, cache)
+    _, d_k, d_v = L.t04_attention.grouped_attention_backward(G, cache)
     _, wide = L.t04_attention.attention_forward(q, np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1))
     _, d_k_wide, d_v_wide = L.t04_attention.attention_backward(G, wide)
     close("d_k of the shared heads", d_k, d_k_wide.reshape(2, 2, 2, 5, 4).sum(axis=2))

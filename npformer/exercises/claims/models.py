@@ -237,7 +237,8 @@ def _(L, R):
     g = rng()
     q, k, v = g.standard_normal((2, 4, 6, 3)), g.standard_normal((2, 2, 6, 3)), g.standard_normal((2, 2, 6, 3))
     G = g.standard_normal((2, 4, 6, 3))
-    expected = R.t04_attention.attention_backward(G, R.t04_attention.attention_forward(q, k, v, causal=True)[1])
+    expected = R.t04_attention.grouped_attention_backward(
+        G, R.t04_attention.grouped_attention_forward(q, k, v, causal=True)[1])
     for block_size in (1, 2, 6):
         _, cache = L.t18_flash_attention.flash_attention_forward(q, k, v, causal=True, block_size=block_size)
         for name, mine, right in zip(("d_q", "d_k", "d_v"),

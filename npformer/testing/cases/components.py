@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...t04_attention import (MultiHeadAttention, attention_backward, attention_forward,
-                              causal_mask, padding_mask)
+                               grouped_attention_backward, grouped_attention_forward,
+                               causal_mask, padding_mask)
 from ...t09_block import BlockConfig, build_block
 from ...t01_embedding import Embedding, Embeddings, LearnedPositions
 from ...t07_ffn import FFN, SwiGLU, swiglu_gate_backward, swiglu_gate_forward
@@ -62,15 +63,28 @@ def _(rng, size):
         {"eps": 1e-6}
 
 
+def _attention_options(B, N, size):
+    return [{"mask": causal_mask(N)[None, None] & padding_mask(np.full(B, N - 1), N, side="left")},
+            {"causal": True, "window": 2},
+            {"mask": padding_mask(np.full(B, N - 1), N)}][size]
+
+
 @case("attention")
 def _(rng, size):
     B, N, d, H = shape(size)
-    D, H_kv = d // H, max(1, H // 2)
-    options = [{"mask": causal_mask(N)[None, None] & padding_mask(np.full(B, N - 1), N, side="left")},
-               {"causal": True, "window": 2},
-               {"mask": padding_mask(np.full(B, N - 1), N)}][size]
+    D = d // H
     return ((attention_forward, attention_backward),
-            (normal(rng, B, H, N, D), normal(rng, B, H_kv, N, D), normal(rng, B, H_kv, N, D)), options)
+            (normal(rng, B, H, N, D), normal(rng, B, H, N, D), normal(rng, B, H, N, D)),
+            _attention_options(B, N, size))
+
+
+@case("grouped_attention")
+def _(rng, size):
+    B, N, d, H = shape(size)
+    D, H_kv = d // H, max(1, H // 2)
+    return ((grouped_attention_forward, grouped_attention_backward),
+            (normal(rng, B, H, N, D), normal(rng, B, H_kv, N, D), normal(rng, B, H_kv, N, D)),
+            _attention_options(B, N, size))
 
 
 @case("flash_attention")
