@@ -13,6 +13,8 @@ import sys
 from typing import NamedTuple
 
 from . import demo, examples, exercises, generate, grade, gradcheck, tour, train
+from .. import __version__
+from ..core.track import default_track
 from .common import UsageError, silence_stdout
 
 __all__ = ["COMMANDS", "UsageError", "main"]
@@ -65,6 +67,7 @@ def _parser():
     parser = _Parser(prog="npformer", description="A Transformer in NumPy, every backward "
                      "written by hand and checked.", epilog=EXIT_CODES,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"npformer {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in COMMANDS.items():
         command.module.add_arguments(sub.add_parser(name, help=command.help, description=command.help))
@@ -79,9 +82,12 @@ def main(argv=None):
     """Parse ``argv`` (default: the command line) and run one sub-command; returns the exit code."""
     try:
         args = _parser().parse_args(argv)
-    except UsageError as error:
-        print(error, file=sys.stderr)
+        default_track()                        # a mistyped NPFORMER_TRACK: one line, before any work
+    except (UsageError, ValueError) as error:
+        print(f"npformer: error: {error}" if isinstance(error, ValueError) else error, file=sys.stderr)
         return 2
+    except SystemExit as finished:             # --help and --version print, then end here
+        return finished.code or 0
     previous = {}
     for name in ("SIGTERM", "SIGHUP"):
         number = getattr(signal, name, None)

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .validate import check_float_dtype, check_positive
+from .validate import check_float_dtype, check_positive, check_upstream
 
 
 class Parameter:
@@ -110,7 +111,20 @@ class Module:
 
     Attribute order gives the order and the names of ``named_parameters()``:
     ``blocks.0.attn.qkv.weight`` is the attribute path to that Parameter.
+
+    Every subclass's ``backward`` first checks its ``d_out``: an array (not a tuple such as
+    ``cross_entropy_backward`` returns), of the parameters' dtype (nothing silently upcasts),
+    and of the output's shape where the module can tell it (``output_shape``).
     """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "backward" in vars(cls):
+            cls.backward = _checking_d_out(vars(cls)["backward"])
+
+    def output_shape(self, cache):
+        """The shape of forward's output, read from its cache; None where it cannot tell."""
+        return None
 
     def forward(self, *inputs, **options):  # pragma: no cover - interface
         """inputs -> (output, cache); nothing about the call is stored on the module."""
@@ -170,6 +184,14 @@ class Module:
         """How many numbers the parameters hold (a tied weight counted once)."""
         return int(sum(p.data.size for p in self.parameters()))
 
+    def _first_dtype(self):
+        """The dtype of the first Parameter found (None without any): cheap, for checks."""
+        for _, value in self._children():
+            found = value.dtype if isinstance(value, Parameter) else value._first_dtype()
+            if found is not None:
+                return found
+        return None
+
     @property
     def dtype(self):
         """The dtype of the parameters (float32 when there are none)."""
@@ -215,6 +237,16 @@ class Module:
             if name in state:
                 p.data[...] = np.asarray(state[name], dtype=p.dtype)
         return self
+
+
+def _checking_d_out(backward):
+    """``backward`` with its upstream gradient checked first (see ``Module``)."""
+    @functools.wraps(backward)
+    def checked(self, d_out, cache, *args, **kwargs):
+        check_upstream(f"{type(self).__name__}.backward: d_out", d_out, self._first_dtype(),
+                       self.output_shape(cache))
+        return backward(self, d_out, cache, *args, **kwargs)
+    return checked
 
 
 def init_normal(rng, shape, std, dtype=np.float32):

@@ -29,6 +29,22 @@ def check_float(name, x, dtype):
     return x
 
 
+def check_upstream(name, d_out, dtype=None, shape=None):
+    """An upstream gradient: an ndarray (of ``dtype`` and ``shape`` when given), never a tuple."""
+    if isinstance(d_out, tuple):
+        raise TypeError(f"{name}: expected the gradient of forward's output as one array, got a "
+                        f"tuple of {len(d_out)}; a backward that returns several gradients "
+                        f"(cross_entropy_backward gives (d_logits, None)) needs its first picked out")
+    if not isinstance(d_out, np.ndarray):
+        raise TypeError(f"{name}: expected a numpy array, got {type(d_out).__name__}")
+    if dtype is not None and d_out.dtype != dtype:
+        raise TypeError(f"{name}: expected dtype {np.dtype(dtype)} (the parameters' dtype), got "
+                        f"{d_out.dtype}; convert with .astype({np.dtype(dtype).name})")
+    if shape is not None and d_out.shape != tuple(shape):
+        raise ValueError(f"{name}: expected shape {tuple(shape)} (forward's output), got {d_out.shape}")
+    return d_out
+
+
 def check_last_dim(name, x, size):
     """ValueError unless the last axis of ``x`` has ``size`` entries (a feature width)."""
     if x.ndim < 1 or x.shape[-1] != size:

@@ -161,13 +161,22 @@ def adamw_update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weigh
 class AdamW(Optimizer):
     """Adam with bias correction and decoupled weight decay.
 
-    ``no_decay``: a function ``(name, Parameter) -> bool`` (default
-    ``default_no_decay``: norms, biases, embedding tables), or a collection of
-    parameter names that skip the decay.
+    ``named_params``: ``model.named_parameters()``: the names decide which parameters are
+    not decayed. ``no_decay``: a function ``(name, Parameter) -> bool`` (default
+    ``default_no_decay``: norms, biases, embedding tables), or a collection of parameter
+    names that skip the decay. Bare Parameters (``model.parameters()``, PyTorch's habit) are
+    refused while a decay applies, since without names the embedding tables would be decayed.
     """
 
     def __init__(self, named_params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
                  no_decay=default_no_decay):
+        named_params = list(named_params)
+        if weight_decay and no_decay is default_no_decay and \
+                any(isinstance(item, Parameter) for item in named_params):
+            raise TypeError("AdamW: got Parameters without names, and the decay rule reads names "
+                            "(norm gains, biases and embedding tables are not decayed); pass "
+                            "model.named_parameters() instead of model.parameters(), or "
+                            "weight_decay=0")
         super().__init__(named_params, lr)
         b1, b2 = betas
         for name, b in (("betas[0]", b1), ("betas[1]", b2)):
