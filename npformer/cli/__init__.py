@@ -12,7 +12,7 @@ import signal
 import sys
 from typing import NamedTuple
 
-from . import demo, examples, exercises, generate, grade, gradcheck, tour, train
+from . import conform, demo, examples, exercises, generate, grade, gradcheck, tour, train
 from .. import __version__
 from ..core.track import default_track
 from .common import UsageError, silence_stdout
@@ -45,6 +45,7 @@ COMMANDS = {
     "generate": Command(generate, "generate text from a checkpoint"),
     "exercises": Command(exercises, "write a workspace of exercises: the plain-track files to fill in"),
     "grade": Command(grade, "grade a workspace: not started, failing (and why) or done, per exercise"),
+    "conform": Command(conform, "check your own function against npformer's component (properties, gradients)"),
 }
 
 

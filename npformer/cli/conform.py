@@ -1,0 +1,69 @@
+"""``npformer conform``: check a function of your own against npformer's component.
+
+    npformer conform my_attention.py:attention --component attention --backward attention_backward
+
+Prints the report of ``npformer.testing.conform``. Exits 0 when everything holds, 1 when a
+check fails, 2 on bad input (a missing file or function, an unknown component).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+from .common import UsageError, positive_int, seed
+
+
+def add_arguments(parser):
+    """Options of ``npformer conform``."""
+    parser.add_argument("target", metavar="FILE.py:FUNCTION", help="your forward function")
+    parser.add_argument("--component", required=True, metavar="NAME",
+                        help="what it computes, e.g. softmax, attention, layernorm, cross_entropy "
+                             "(an unknown name lists them all)")
+    parser.add_argument("--backward", metavar="FUNCTION",
+                        help="your backward(d_out, cache), in the same file (forward then returns (out, cache))")
+    parser.add_argument("--vjp", metavar="FUNCTION",
+                        help="or your vjp(inputs, d_out), in the same file (inputs: {name: value})")
+    parser.add_argument("--examples", type=positive_int, default=100,
+                        help="inputs drawn per search (default 100)")
+    parser.add_argument("--seed", type=seed, default=0, help="the hypothesis seed (default 0)")
+
+
+def load_functions(target, names):
+    """(forward, *others) from FILE.py:FUNCTION and the other names in that file."""
+    path, _, forward = target.rpartition(":")
+    if not path or not forward:
+        raise UsageError(f"FILE.py:FUNCTION: expected a file and a function name, got {target!r}")
+    if not os.path.isfile(path):
+        raise UsageError(f"FILE.py:FUNCTION: no file {path}")
+    spec = importlib.util.spec_from_file_location(f"conform_{os.path.basename(path)[:-3]}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:                # noqa: BLE001 - the user's file: one line
+        raise UsageError(f"{path}: cannot be loaded: {type(error).__name__}: {error}") from None
+    finally:
+        sys.path.pop(0)
+    found = []
+    for name in (forward,) + tuple(names):
+        if name is not None and not callable(getattr(module, name, None)):
+            raise UsageError(f"{path}: no function {name}")
+        found.append(getattr(module, name) if name else None)
+    return found
+
+
+def run(args):
+    """Run ``npformer conform``; 0 when it conforms, 1 otherwise."""
+    from ..testing import conform
+    from ..testing.components import find
+    try:
+        find(args.component)
+    except ValueError as error:
+        raise UsageError(f"--component: {str(error).split(': ', 1)[1]}") from None
+    if args.backward and args.vjp:
+        raise UsageError("--backward, --vjp: give one of them, not both")
+    forward, backward, vjp = load_functions(args.target, (args.backward, args.vjp))
+    report = conform(args.component, forward, backward, vjp=vjp, examples=args.examples, seed=args.seed)
+    print(report)
+    return 0 if report.ok else 1

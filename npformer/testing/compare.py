@@ -1,0 +1,112 @@
+"""One tensor against the reference's: equal to a tolerance, or where it differs and why.
+
+A differing tensor is examined for the mistakes any derivative can suffer, whatever the
+component (the catalogue in ``mistakes`` names the ones particular to each):
+
+- shape: the transpose of the right shape, or a sum over the wrong axes;
+- values: exactly -1 times the right one (a sign flip), a constant factor (a missing
+  1/sqrt(D) or 1/n of a mean), wrong only where the value must be exactly 0 (a mask left
+  out), the transpose of the right one.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+MATCH_TOL = 1e-7                 # float64 against float64, relative to the tensor's largest entry
+
+
+def relative_error(mine, expected):
+    """max |mine - expected| / max(|mine|, |expected|) over the tensor, and the worst index."""
+    diff = np.abs(mine - expected)
+    scale = max(np.abs(mine).max(initial=0), np.abs(expected).max(initial=0), 1e-12)
+    worst = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else ()
+    return float(diff.max(initial=0) / scale), tuple(int(i) for i in worst)
+
+
+def compare_tensor(name, mine, expected, factors=None, tol=MATCH_TOL, atol=0.0):
+    """None when ``mine`` matches ``expected``; else {"name", "message", "diagnoses", and where
+    known "rel_error", "worst_index", "yours", "expected"}."""
+    factors = factors or {}
+    if mine is None:
+        return {"name": name, "message": f"no {name} returned (one gradient per float input, in order)",
+                "diagnoses": [f"your backward returned no {name}: return one gradient per float "
+                              f"input of forward, in order"]}
+    mine = np.asarray(mine, dtype=np.float64) if np.size(mine) else np.asarray(mine)
+    if mine.shape != expected.shape:
+        return {"name": name, "shape": list(mine.shape), "expected_shape": list(expected.shape),
+                "message": f"{name} has shape {mine.shape}, expected {expected.shape}",
+                "diagnoses": [shape_diagnosis(mine.shape, expected.shape)]}
+    if not np.isfinite(mine).all() and np.isfinite(expected).all():
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(mine))[0])
+        return {"name": name, "worst_index": list(bad), "message": f"NaN or inf in {name} at {bad}",
+                "diagnoses": [f"NaN or inf at {bad}: a division by zero (a fully masked row, an empty "
+                              f"count?) or an exp that overflowed"]}
+    error, worst = relative_error(mine, expected)
+    if error <= tol or np.abs(mine - expected).max(initial=0) <= atol:
+        return None
+    return {"name": name, "rel_error": error, "worst_index": list(worst),
+            "yours": float(mine[worst]), "expected": float(expected[worst]),
+            "message": (f"{name}: relative error {error:.2e}, worst at {tuple(worst)}: yours "
+                        f"{float(mine[worst]):.6g}, expected {float(expected[worst]):.6g}"),
+            "diagnoses": value_diagnoses(mine, expected, factors)}
+
+
+def shape_diagnosis(mine, expected):
+    """What a wrong gradient shape says about the mistake."""
+    if len(mine) >= 2 and tuple(mine[:-2]) + (mine[-1], mine[-2]) == tuple(expected):
+        return (f"shape {tuple(mine)} is the transpose of {tuple(expected)}: a missing transpose "
+                f"(.T, or .swapaxes(-1, -2) for stacked matrices)")
+    return (f"shape {tuple(mine)}, expected {tuple(expected)}: a sum over the wrong axes? A parameter's "
+            f"gradient sums over every position (all axes but the last); an input's keeps its shape")
+
+
+def constant_ratio(mine, expected):
+    """c when mine = c * expected to 1e-6 (and expected is not all zero), else None."""
+    norm = float(np.vdot(expected, expected))
+    if norm == 0:
+        return None
+    c = float(np.vdot(mine, expected)) / norm
+    residual = np.linalg.norm(mine - c * expected)
+    return c if residual <= 1e-6 * max(np.linalg.norm(mine), 1e-300) else None
+
+
+def _near(a, b):
+    return abs(a - b) <= 1e-6 * max(1.0, abs(b))
+
+
+def ratio_diagnosis(c, factors):
+    """What a gradient that is exactly c times the right one says about the mistake."""
+    if _near(c, -1):
+        return "a sign flip: yours is exactly minus the right gradient"
+    if _near(c, 0):
+        return "all zeros: the gradient is computed but never returned or added into .grad?"
+    for name, value in factors.items():
+        for sign, flipped in ((1, ""), (-1, " and the sign flipped")):
+            if _near(c, sign / value):
+                return (f"yours is {c:.4g} times the right gradient everywhere: the factor "
+                        f"{name} = {value:.4g} is missing{flipped}")
+            if _near(c, sign * value):
+                return (f"yours is {c:.4g} times the right gradient everywhere: the factor "
+                        f"{name} = {value:.4g} is applied twice{flipped}")
+    return (f"yours is {c:.4g} times the right gradient everywhere: a constant factor is missing or "
+            f"extra (the 1/sqrt(D) scale, the 1/n of a mean, a count?)")
+
+
+def value_diagnoses(mine, expected, factors):
+    """Diagnoses of a gradient of the right shape with the wrong values."""
+    if not mine.any() and expected.any():
+        return ["all zeros: the gradient is computed but never returned or added into .grad?"]
+    ratio = constant_ratio(mine, expected)
+    if ratio is not None:
+        return [ratio_diagnosis(ratio, factors)]
+    scale = max(np.abs(expected).max(initial=0), 1e-12)
+    wrong = np.abs(mine - expected) > MATCH_TOL * scale
+    zero = expected == 0
+    if zero.any() and wrong.any() and not (wrong & ~zero).any():
+        first = tuple(int(i) for i in np.argwhere(wrong)[0])
+        return [f"wrong only where the gradient must be exactly 0 ({int(wrong.sum())} masked or "
+                f"ignored entries, e.g. {first}): the mask is not applied in the backward"]
+    if mine.ndim >= 2 and mine.shape[-1] == mine.shape[-2] and \
+            np.allclose(mine, expected.swapaxes(-1, -2), rtol=1e-9, atol=1e-12 * scale):
+        return ["yours is the transpose of the right gradient: a missing transpose"]
+    return []

@@ -1,0 +1,119 @@
+"""The components ``conform`` checks: each one's documented signature, inputs and reference.
+
+A component is a function with a fixed signature (npformer's own plain function is the
+example to follow). ``conform(name, forward, backward)`` calls ``forward(*args, **options)``
+with the inputs its strategy draws, and ``backward(d_out, cache)`` with a random upstream
+gradient; it compares both with npformer's reference (``references``) in float64.
+
+``forward`` returns ``(out, cache)`` when a ``backward`` is given, else the output alone.
+``backward`` returns one gradient per float input, in order (or one per input, None for
+integer inputs). With ``vjp=`` instead of ``backward``, ``vjp(inputs, d_out)`` receives the
+inputs as a dict ``{argument name: value}`` and returns the gradients the same way.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import references as ref
+from . import strategies as st
+
+
+@dataclass(frozen=True)
+class Component:
+    """One checkable component: its signature, what it computes, its inputs and reference."""
+
+    name: str
+    title: str
+    signature: str                  # how npformer's own version is called and what it returns
+    draw: object                    # a hypothesis strategy of ``strategies.Example``
+    reference: tuple                # (forward, backward) of dotted names under npformer, or callables
+    gradients: str = ""             # what backward returns
+    functions: tuple = ()           # npformer functions it runs ("t03_softmax.softmax_backward")
+    notes: tuple = field(default_factory=tuple)
+
+    def reference_pair(self):
+        """npformer's (forward, backward), looked up now (a patch in place is what runs)."""
+        forward, backward = self.reference
+        if isinstance(forward, str):
+            return ref.pair(forward, backward)
+        return forward, backward
+
+    @property
+    def forward_only(self):
+        """True for a component without a backward (the AdamW update, KV-cached decoding)."""
+        return self.reference[1] is None
+
+
+def _pair(name, title, signature, draw, module, fn, gradients, functions=None):
+    forward, backward = f"{module}.{fn}_forward", f"{module}.{fn}_backward"
+    return Component(name, title, signature, draw, (forward, backward), gradients,
+                     functions or (forward, backward))
+
+
+COMPONENTS = {c.name: c for c in (
+    _pair("softmax", "softmax over an axis, with a boolean mask",
+          "softmax_forward(x, axis=-1, mask=None) -> (y, cache)", st.softmax_inputs(),
+          "t03_softmax", "softmax", "d_x"),
+    _pair("log_softmax", "log-softmax over an axis", "log_softmax_forward(x, axis=-1) -> (y, cache)",
+          st.softmax_inputs(with_mask=False), "t11_loss", "log_softmax", "d_x"),
+    _pair("relu", "ReLU", "relu_forward(x) -> (y, cache)", st.elementwise_inputs(),
+          "t06_activations", "relu", "d_x"),
+    _pair("gelu", "GELU, exact (x Phi(x))", "gelu_forward(x) -> (y, cache)", st.elementwise_inputs(),
+          "t06_activations", "gelu", "d_x"),
+    _pair("gelu_tanh", "GELU, tanh approximation", "gelu_tanh_forward(x) -> (y, cache)",
+          st.elementwise_inputs(), "t06_activations", "gelu_tanh", "d_x"),
+    _pair("silu", "SiLU (x sigmoid(x))", "silu_forward(x) -> (y, cache)", st.elementwise_inputs(),
+          "t06_activations", "silu", "d_x"),
+    _pair("linear", "the linear layer y = x W + b", "linear_forward(x, weight, bias=None) -> (y, cache)",
+          st.linear_inputs(), "t02_linear", "linear", "(d_x, d_weight, d_bias or None)"),
+    Component("embedding", "a lookup table (ids read more than once)",
+              "embedding_forward(ids, table) -> (table[ids], cache)", st.embedding_inputs(),
+              (ref.embedding_forward, ref.embedding_backward), "(None, d_table)",
+              ("t01_embedding.Embedding.forward", "t01_embedding.Embedding.backward")),
+    _pair("attention", "scaled dot-product attention (every head its own keys)",
+          "attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None) -> (out, cache)",
+          st.attention_inputs(grouped=False), "t04_attention", "attention", "(d_q, d_k, d_v)"),
+    _pair("grouped_attention", "attention with key/value heads shared by groups of query heads (GQA, MQA)",
+          "grouped_attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None) "
+          "-> (out, cache)", st.attention_inputs(grouped=True), "t04_attention", "grouped_attention",
+          "(d_q, d_k, d_v)", ("t04_attention.grouped_attention_forward",
+                              "t04_attention.grouped_attention_backward",
+                              "t04_attention.attention_forward", "t04_attention.attention_backward")),
+    Component("multi_head_attention", "multi-head attention with Wq, Wk, Wv, Wo (GQA when w_k is narrower)",
+              "multi_head_forward(x, w_q, w_k, w_v, w_o, n_heads, mask=None, causal=False) -> (out, cache)",
+              st.multi_head_inputs(), (ref.multi_head_forward, ref.multi_head_backward),
+              "(d_x, d_w_q, d_w_k, d_w_v, d_w_o)",
+              ("t04_attention.MultiHeadAttention.forward", "t04_attention.MultiHeadAttention.backward",
+               "t04_attention.MultiHeadAttention.split_heads", "t04_attention.MultiHeadAttention.merge_heads")),
+    Component("rope", "rotary position embedding (pairs turned by position-dependent angles)",
+              "rope_forward(x, positions, base=10000.0, layout='half') -> (out, cache)", st.rope_inputs(),
+              (ref.rope_forward, ref.rope_backward), "(d_x, None)",
+              ("t05_rope.Rotary.forward", "t05_rope.Rotary.backward", "t05_rope.rotate")),
+    _pair("layernorm", "LayerNorm", "layernorm_forward(x, gamma, beta, eps=1e-5) -> (y, cache)",
+          st.norm_inputs(), "t08_norm", "layernorm", "(d_x, d_gamma, d_beta)"),
+    _pair("rmsnorm", "RMSNorm", "rmsnorm_forward(x, gamma, eps=1e-6) -> (y, cache)",
+          st.norm_inputs(centred=False), "t08_norm", "rmsnorm", "(d_x, d_gamma)"),
+    Component("swiglu", "the SwiGLU feed-forward network",
+              "swiglu_forward(x, w_gate, w_up, w_down) -> (out, cache)", st.swiglu_inputs(),
+              (ref.swiglu_forward, ref.swiglu_backward), "(d_x, d_w_gate, d_w_up, d_w_down)",
+              ("t07_ffn.SwiGLU.forward", "t07_ffn.SwiGLU.backward", "t07_ffn.swiglu_gate_forward",
+               "t07_ffn.swiglu_gate_backward")),
+    _pair("cross_entropy", "cross-entropy over the counted targets (IGNORE_INDEX = -100 skipped)",
+          "cross_entropy_forward(logits, targets, ignore_index=-100) -> (loss, cache)",
+          st.cross_entropy_inputs(), "t11_loss", "cross_entropy", "(d_logits, None)"),
+    Component("adamw", "one AdamW update of one parameter",
+              "adamw_update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0) "
+              "-> (data, m, v)", st.adamw_inputs(), ("training.optim.adamw_update", None), "",
+              ("training.optim.adamw_update",)),
+    Component("kv_decode", "decoding one position at a time through a KV cache",
+              "decode_step(q_t, k_t, v_t, cache) -> (out_t, cache); cache is None at the first step",
+              st.decode_inputs(), (ref.decode_reference, None), "",
+              ("t13_kv_cache.LayerKV.write", "t13_kv_cache.LayerKV.extend")),
+)}
+
+
+def find(name):
+    """The component called ``name``; ValueError listing them all otherwise."""
+    if name not in COMPONENTS:
+        raise ValueError(f"component: expected one of {', '.join(COMPONENTS)}, got {name!r}")
+    return COMPONENTS[name]

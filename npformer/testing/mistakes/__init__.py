@@ -1,0 +1,9 @@
+"""The catalogue of mistakes learners make, one small wrong version of a function each.
+
+``of_functions(paths)`` gives the mistakes of some of npformer's functions; a mistake's
+``patches()`` puts its wrong version in place (``patching.patched``). The grader and
+``conform`` compare the code under test with each of them on the same inputs and name the
+one that computes the same numbers.
+"""
+from . import softmax  # noqa: F401  (each module adds its mistakes to the catalogue)
+from .registry import CATALOGUE, Mistake, mistake, of_functions  # noqa: F401

@@ -1,0 +1,44 @@
+"""The record of a catalogued mistake and the catalogue itself.
+
+A mistake is a small wrong version of one of npformer's functions, written as an edit of
+its source (the text ``old`` replaced by ``new``, as a learner's line would differ from the
+right one), with what it says to the learner and the formula line to re-check. The grader
+and ``conform`` compute each mistake's results on the same inputs as the code under test;
+when they agree everywhere, the mistake is named.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CATALOGUE = []                   # every Mistake, in the order they were written
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One wrong version of ``function`` (a path under npformer: "t03_softmax.softmax_backward")."""
+
+    name: str
+    function: str
+    old: str
+    new: str
+    says: str                    # what is wrong, in one line, as a teacher would say it
+    recheck: str                 # the formula line to re-check
+
+    def patches(self):
+        """{"npformer.<function>": the wrong function}, for ``patching.patched``."""
+        from ..patching import ROOT, edited
+        path = f"{ROOT}.{self.function}"
+        return {path: edited(path, self.old, self.new)}
+
+
+def mistake(name, function, old, new, says, recheck):
+    """Add a mistake to the catalogue; returns it."""
+    found = Mistake(name, function, old, new, says, recheck)
+    CATALOGUE.append(found)
+    return found
+
+
+def of_functions(functions):
+    """The catalogued mistakes in any of ``functions`` (paths under npformer)."""
+    wanted = set(functions)
+    return [m for m in CATALOGUE if m.function in wanted]

@@ -1,0 +1,162 @@
+"""Running npformer with some of its functions replaced: a learner's, or a catalogued mistake.
+
+A *patch* maps the dotted path of a function or method of npformer
+(``"npformer.t03_softmax.softmax_backward"``, ``"npformer.t04_attention.MultiHeadAttention.backward"``)
+to the function that replaces it. ``patched(patches)`` puts them in place for the length of a
+``with`` block: a module-level function is replaced in every npformer module that imported
+it, a method on its class. Everything not patched is npformer's own code, so an exercise is
+judged with the learner's code for that exercise and the reference everywhere else.
+
+``edited(path, old, new)`` builds a function from npformer's own source with one edit (a
+catalogued mistake); ``learner_functions`` takes functions from a learner's file.
+"""
+from __future__ import annotations
+
+import __future__
+import contextlib
+import importlib
+import inspect
+import sys
+import textwrap
+import types
+
+ROOT = __name__.split(".")[0]            # "npformer"
+FLAGS = __future__.annotations.compiler_flag
+
+
+def resolve(path):
+    """(module, owner, attribute name) of a dotted path: owner is the module or a class in it."""
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        name = ".".join(parts[:cut])
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        owner = module
+        for part in parts[cut:-1]:
+            owner = getattr(owner, part)
+        return module, owner, parts[-1]
+    raise ValueError(f"patch: no module in {path!r}")
+
+
+def reference(path):
+    """The plain function at ``path`` (a ``@fast_twin`` dispatch gives its ``.plain``)."""
+    _, owner, name = resolve(path)
+    found = inspect.getattr_static(owner, name)
+    return getattr(found, "plain", found)
+
+
+def _slots(original):
+    """Every place in npformer's loaded modules that holds ``original``: a module attribute
+    (``from .t03_softmax import softmax_backward`` binds one per importer), or an entry of a
+    module-level dict, alone or in a tuple (``ACTIVATIONS["gelu"] = (forward, backward)``).
+    Yields (container, key, value now)."""
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not (module_name == ROOT or module_name.startswith(ROOT + ".")):
+            continue
+        for name, value in list(vars(module).items()):
+            if value is original:
+                yield vars(module), name, value
+            elif isinstance(value, dict):
+                for key, entry in list(value.items()):
+                    if entry is original or (isinstance(entry, tuple) and
+                                             any(item is original for item in entry)):
+                        yield value, key, entry
+
+
+def _swap(entry, original, function):
+    if isinstance(entry, tuple):
+        return tuple(function if item is original else item for item in entry)
+    return function
+
+
+@contextlib.contextmanager
+def patched(patches):
+    """Put ``patches`` ({dotted path: function}) in place inside the block, then restore all."""
+    undo = []
+    try:
+        for path, function in patches.items():
+            _, owner, name = resolve(path)
+            if isinstance(owner, type):
+                undo.append((owner, name, owner.__dict__.get(name, _MISSING)))
+                setattr(owner, name, function)
+                continue
+            original = getattr(owner, name)
+            for container, key, entry in list(_slots(original)):
+                undo.append((container, key, entry))
+                container[key] = _swap(entry, original, function)
+        yield
+    finally:
+        for owner, name, value in reversed(undo):
+            if isinstance(owner, dict):
+                owner[name] = value
+            elif value is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+
+
+_MISSING = object()
+
+
+# -- a function from source ---------------------------------------------------------------
+def _function_source(function):
+    """The source of ``function`` as a top-level def (dedented, decorators removed)."""
+    lines = textwrap.dedent(inspect.getsource(function)).split("\n")
+    while lines and lines[0].lstrip().startswith("@"):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def compile_function(source, name, namespace, filename):
+    """Compile ``source`` (one def) in a copy of ``namespace``; the function called ``name``."""
+    scope = dict(namespace)
+    exec(compile(source, filename, "exec", flags=FLAGS, dont_inherit=True), scope)
+    return scope[name]
+
+
+def edited(path, old, new):
+    """npformer's function at ``path`` with the text ``old`` of its source replaced by ``new``
+    (exactly one occurrence), compiled in the namespace of its own module."""
+    function = reference(path)
+    source = _function_source(function)
+    count = source.count(old)
+    if count != 1:
+        raise ValueError(f"edit of {path}: expected the text once in its source, found it {count} "
+                         f"times: {old!r}")
+    return compile_function(source.replace(old, new), function.__name__, function.__globals__,
+                            inspect.getsourcefile(function))
+
+
+# -- a learner's functions ------------------------------------------------------------------
+def learner_module(source, module_name, filename):
+    """A learner's file run as a module beside npformer's own ``module_name`` (relative
+    imports resolve inside npformer); every name the reference module defines is then bound
+    to the reference's object, so only what ``learner_functions`` takes is the learner's."""
+    package = module_name.rpartition(".")[0]
+    shadow = types.ModuleType(f"{module_name}__yours")
+    shadow.__package__, shadow.__file__ = package, filename
+    sys.modules[shadow.__name__] = shadow          # dataclasses look their module up here
+    try:
+        exec(compile(source, filename, "exec", dont_inherit=True), shadow.__dict__)
+    finally:
+        sys.modules.pop(shadow.__name__, None)
+    return shadow
+
+
+def learner_functions(source, module_name, qualnames, filename):
+    """{"npformer.<module>.<qualname>": the learner's function} for ``qualnames`` of one file."""
+    shadow = learner_module(source, module_name, filename)
+    taken = {}
+    for qualname in qualnames:
+        owner = shadow
+        for part in qualname.split("."):
+            owner = inspect.getattr_static(owner, part) if isinstance(owner, type) else getattr(owner, part)
+        taken[qualname] = owner
+    own = {q for q in qualnames if "." not in q}
+    reference_module = importlib.import_module(module_name)
+    for name, value in vars(reference_module).items():
+        if name not in own and not name.startswith("__"):
+            shadow.__dict__[name] = value
+    return {f"{module_name}.{qualname}": function for qualname, function in taken.items()}

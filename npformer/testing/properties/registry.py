@@ -1,0 +1,88 @@
+"""The registry of properties and the small assertions they share.
+
+The facts each component must satisfy, as checks any implementation can be put through.
+
+A property is ``check(subject, example)``: ``subject`` runs the implementation under test
+(``subject.output(args, options)``, and ``subject.gradients(args, options, d_out)`` when it
+has a backward, else None), ``example`` is a drawn ``strategies.Example`` (None for the
+properties that hold on fixed numbers). A check returns nothing, or a short detail, and
+raises ``PropertyFailed`` with a one-line account when the fact does not hold.
+
+Some facts are the tutorial's own (the weights [0.670, 0.330] of its scores [0.707, 0]);
+most are mathematics every correct implementation obeys (weights sum to 1, masked keys
+change nothing, RoPE keeps lengths, a norm ignores rescaling).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+PROPERTIES = {}                 # component name -> [Property, ...]
+TOL = 1e-9
+
+
+class PropertyFailed(AssertionError):
+    """A property does not hold; the message says where and by how much."""
+
+
+@dataclass(frozen=True)
+class Property:
+    """One fact about a component; ``drawn``: checked on every drawn example, else once."""
+
+    component: str
+    text: str
+    check: object
+    drawn: bool = True
+    needs_backward: bool = False
+
+
+def prop(component, text, drawn=True, needs_backward=False):
+    """Decorator: register ``check(subject, example)`` as a property of ``component``."""
+    def register(check):
+        PROPERTIES.setdefault(component, []).append(Property(component, text, check, drawn, needs_backward))
+        return check
+    return register
+
+
+def of(component):
+    """The properties of ``component`` (a name), in registration order."""
+    return PROPERTIES.get(component, [])
+
+
+# -- small assertions -------------------------------------------------------------------------
+def _index(flags):
+    return tuple(int(i) for i in np.argwhere(flags)[0])
+
+
+def close(what, mine, expected, tol=TOL):
+    """PropertyFailed unless ``mine`` equals ``expected`` to ``tol`` (relative to the largest
+    entry, and absolute near 0)."""
+    mine = np.asarray(mine, dtype=np.float64)
+    expected = np.broadcast_to(np.asarray(expected, dtype=np.float64), mine.shape)
+    if not np.isfinite(mine).all():
+        raise PropertyFailed(f"{what}: NaN or inf at {_index(~np.isfinite(mine))}")
+    scale = max(1.0, float(np.abs(expected).max(initial=0)))
+    if mine.size and np.abs(mine - expected).max() > tol * scale:
+        worst = np.unravel_index(int(np.argmax(np.abs(mine - expected))), mine.shape)
+        raise PropertyFailed(f"{what}: at {tuple(int(i) for i in worst)} yours is {mine[worst]:.6g}, "
+                             f"expected {expected[worst]:.6g}")
+
+
+def zero(what, array):
+    """PropertyFailed unless every entry of ``array`` is exactly 0 (and not NaN)."""
+    array = np.asarray(array)
+    if (array != 0).any():
+        at = _index(array != 0)
+        raise PropertyFailed(f"{what} must be exactly 0, but at {at} it is {array[at]:.3g}")
+
+
+def _upstream(shape, seed=7):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def _readable(mask, shape, axis):
+    """Which entries may be read (the mask broadcast to ``shape``), and which rows have any."""
+    allowed = np.ones(shape, bool) if mask is None else np.broadcast_to(mask, shape)
+    return allowed, allowed.any(axis=axis, keepdims=True)
+

@@ -1,0 +1,106 @@
+"""What ``conform`` found: each check, and for a failure the smallest example and the mistake."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+WIDTH = 100
+
+
+class ConformanceError(AssertionError):
+    """Raised by ``ConformanceReport.raise_if_failed``; its message is the whole report."""
+
+
+@dataclass
+class Failure:
+    """A check that failed: on which (smallest) example, what differs, and why if known."""
+
+    example: object                      # strategies.Example (None for a fixed-number property)
+    message: str                         # "worst at (0, 1): yours 0.25, expected 0.5 (relative error 5.0e-01)"
+    mistake: object = None               # the catalogued Mistake it matches, if one does
+    diagnoses: list = field(default_factory=list)   # generic diagnoses when no mistake matches
+
+
+@dataclass
+class CheckResult:
+    """One check: the output, one gradient, or one property."""
+
+    name: str                            # "output", "gradient of k", or the property's text
+    kind: str                            # "output" | "gradient" | "property"
+    examples: int = 0                    # on how many examples it ran
+    failure: Failure | None = None
+    skipped: str = ""                    # why it did not run ("no backward given")
+
+    @property
+    def passed(self):
+        """True when it ran and never failed."""
+        return self.failure is None and not self.skipped
+
+
+@dataclass
+class ConformanceReport:
+    """The result of ``conform``: ``ok``, ``checks`` (CheckResult), and how it was run."""
+
+    component: str
+    implementation: str
+    examples: int
+    seed: int
+    tolerance: float
+    dtype: str
+    checks: list = field(default_factory=list)
+    error: str = ""                      # the implementation could not be run at all
+
+    @property
+    def ok(self):
+        """True when every check that ran held (and at least one ran)."""
+        ran = [c for c in self.checks if not c.skipped]
+        return not self.error and bool(ran) and all(c.passed for c in ran)
+
+    @property
+    def failures(self):
+        """The checks that failed."""
+        return [c for c in self.checks if c.failure is not None]
+
+    def raise_if_failed(self):
+        """For a pytest test: raise ``ConformanceError`` (the report as message) unless ``ok``."""
+        if not self.ok:
+            raise ConformanceError("\n" + str(self))
+
+    def summary(self):
+        """One line: "conforms (100 examples, every property)" or what failed."""
+        if self.error:
+            return f"does not run: {self.error}"
+        if self.ok:
+            skipped = [c for c in self.checks if c.skipped]
+            note = f"; {len(skipped)} checks not run: {skipped[0].skipped}" if skipped else ""
+            return f"conforms ({self.examples} examples, every property{note})"
+        failed = self.failures
+        return f"does not conform: {len(failed)} of {len(self.checks)} checks fail"
+
+    def __str__(self):
+        head = (f"{self.implementation} against npformer's {self.component} ({self.dtype}, tolerance "
+                f"{self.tolerance:.0e}, up to {self.examples} examples, seed {self.seed})")
+        lines = [head]
+        for check in self.checks:
+            lines += _check_lines(check)
+        lines.append(self.summary())
+        return "\n".join(lines)
+
+
+def _check_lines(check):
+    status = "ok  " if check.passed else "skip" if check.skipped else "FAIL"
+    count = f"{check.examples} examples" if check.kind != "property" or check.examples > 1 else ""
+    name = check.name if len(check.name) <= 70 else check.name[:67] + "..."
+    lines = [f"  {status}  {name:70} {check.skipped or count}".rstrip()]
+    failure = check.failure
+    if failure is None:
+        return lines
+    lines.append(f"        {failure.message}")
+    if failure.mistake is not None:
+        lines.append(f"        the mistake: {failure.mistake.says}")
+        lines.append(f"        re-check: {failure.mistake.recheck}")
+    for diagnosis in failure.diagnoses:
+        lines.append(f"        diagnosis: {diagnosis}")
+    if failure.example is not None:
+        lines.append("        smallest example:")
+        lines += ["          " + line for line in failure.example.describe(WIDTH - 12).split("\n")]
+    return lines

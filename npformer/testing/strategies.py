@@ -1,0 +1,262 @@
+"""Hypothesis strategies that know where Transformer code breaks, for your own tests.
+
+Values are odd multiples of 1/8 in [-15/8, 15/8]: never exactly 0 (where ReLU's slope is a
+matter of convention), printed short, and shrunk by hypothesis towards +-1/8. Sizes shrink
+towards 1. The strategies draw what hand-picked tests miss: a query row with no readable
+key, masks of every shape that broadcasts, key/value heads shared by groups of query heads
+(GQA), sliding windows together with padding, queries after cached keys, both RoPE pair
+layouts and position offsets, ignored targets.
+
+    from hypothesis import given
+    from npformer.testing import strategies as nst
+
+    @given(nst.attention_inputs(grouped=True))
+    def test_my_attention(example):
+        q, k, v = example.args
+        ...
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class Example:
+    """One drawn input: ``args`` (positional, in the signature's order, named by ``names``)
+    and ``options`` (keywords). ``describe()`` says it in one short paragraph."""
+
+    names: tuple
+    args: tuple
+    options: dict = field(default_factory=dict)
+
+    @property
+    def inputs(self):
+        """{name: value} of every argument, positional then keyword."""
+        return {**dict(zip(self.names, self.args)), **self.options}
+
+    def describe(self, width=100):
+        """The example as text: each argument's shape and, when small, its values."""
+        lines = []
+        for name, value in self.inputs.items():
+            lines.append(f"{name} = {_show(value, width)}")
+        return "\n".join(lines)
+
+
+def _show(value, width):
+    if not isinstance(value, np.ndarray):
+        return repr(value)
+    text = np.array2string(value, max_line_width=width, threshold=64, precision=4,
+                           separator=", ")
+    head = f"{value.dtype} array of shape {value.shape}"
+    if value.size > 64 or text.count("\n") > 12:
+        return head
+    return f"{head}:\n    " + text.replace("\n", "\n    ")
+
+
+# -- building blocks ------------------------------------------------------------------------
+def values():
+    """A float: an odd multiple of 1/8 in [-15/8, 15/8] (never 0)."""
+    return st.integers(-8, 7).map(lambda i: (2 * i + 1) / 8)
+
+
+def arrays(shape):
+    """A float64 array of ``values()``."""
+    return hnp.arrays(np.float64, tuple(shape), elements=values())
+
+
+def size(low=1, high=4):
+    """A positive dimension, shrinking towards ``low``."""
+    return st.integers(low, high)
+
+
+@st.composite
+def head_groups(draw, grouped=True, max_kv=2, max_group=3):
+    """(H, H_kv): H query heads over H_kv key/value heads, H a multiple of H_kv (H_kv = H
+    when not ``grouped``; H_kv = 1 is multi-query attention)."""
+    H_kv = draw(st.integers(1, max_kv))
+    group = draw(st.integers(1, max_group)) if grouped else 1
+    return H_kv * group, H_kv
+
+
+@st.composite
+def lengths(draw, B, N):
+    """Real tokens per sequence, [B] in [0, N] (0: nothing to read)."""
+    return np.array(draw(st.lists(st.integers(0, N), min_size=B, max_size=B)))
+
+
+MASK_SHAPES = ("none", "key padding [B, 1, 1, M]", "table [N, M]", "per head [H, N, M]",
+               "per sequence [B, 1, N, M]", "full [B, H, N, M]")
+
+
+@st.composite
+def masks(draw, B, H, N, M, shapes=MASK_SHAPES):
+    """A boolean "may read" mask that broadcasts to [B, H, N, M], or None; left or right
+    padding, or any pattern (rows with no readable key included)."""
+    kind = draw(st.sampled_from(shapes))
+    if kind == "none":
+        return None
+    if kind.startswith("key padding"):
+        real = draw(lengths(B, M))
+        keys = np.arange(M)[None, :]
+        left = draw(st.booleans())
+        table = keys >= M - real[:, None] if left else keys < real[:, None]
+        return table[:, None, None, :]
+    shape = {"table [N, M]": (N, M), "per head [H, N, M]": (H, N, M),
+             "per sequence [B, 1, N, M]": (B, 1, N, M), "full [B, H, N, M]": (B, H, N, M)}[kind]
+    return draw(hnp.arrays(bool, shape))
+
+
+@st.composite
+def causal_options(draw, M):
+    """{"causal": bool, "window": None or 1..M} (a window only with causal)."""
+    causal = draw(st.booleans())
+    window = draw(st.one_of(st.none(), st.integers(1, M))) if causal else None
+    return {"causal": causal, "window": window}
+
+
+@st.composite
+def positions(draw, B, N, per_row=None):
+    """Integer positions [N] or [B, N], starting at an offset (as after cached tokens)."""
+    per_row = draw(st.booleans()) if per_row is None else per_row
+    if per_row:
+        starts = np.array(draw(st.lists(st.integers(0, 6), min_size=B, max_size=B)))
+        return starts[:, None] + np.arange(N)[None, :]
+    return draw(st.integers(0, 6)) + np.arange(N)
+
+
+@st.composite
+def targets(draw, shape, V):
+    """Target ids of ``shape`` in [0, V), some of them IGNORE_INDEX (possibly all)."""
+    ids = draw(hnp.arrays(np.int64, shape, elements=st.integers(0, V - 1)))
+    ignored = draw(hnp.arrays(bool, shape))
+    return np.where(ignored, IGNORE_INDEX, ids)
+
+
+# -- whole inputs of the components (npformer.testing.components) ---------------------------
+@st.composite
+def elementwise_inputs(draw):
+    """x [B, N, d] for an activation."""
+    shape = (draw(size(1, 2)), draw(size(1, 3)), draw(size(1, 4)))
+    return Example(("x",), (draw(arrays(shape)),))
+
+
+@st.composite
+def softmax_inputs(draw, with_mask=True):
+    """x of 1 to 3 axes, an ``axis`` among them, and (with_mask) a mask that broadcasts."""
+    shape = tuple(draw(st.lists(size(1, 4), min_size=1, max_size=3)))
+    x = draw(arrays(shape))
+    axis = draw(st.sampled_from([-1] + list(range(len(shape)))))
+    options = {"axis": axis}
+    if with_mask and draw(st.booleans()):
+        options["mask"] = draw(hnp.arrays(bool, draw(hnp.broadcastable_shapes(shape, min_dims=1))))
+    return Example(("x",), (x,), options)
+
+
+@st.composite
+def linear_inputs(draw):
+    """x [B, N, d_in], weight [d_in, d_out], and a bias [d_out] or none."""
+    B, N, d_in, d_out = draw(size(1, 2)), draw(size(1, 3)), draw(size(1, 4)), draw(size(1, 4))
+    args = (draw(arrays((B, N, d_in))), draw(arrays((d_in, d_out))))
+    names = ("x", "weight")
+    if draw(st.booleans()):
+        args, names = args + (draw(arrays((d_out,))),), names + ("bias",)
+    return Example(names, args)
+
+
+@st.composite
+def norm_inputs(draw, centred=True):
+    """x [B, N, d], gamma [d] (and beta [d] for LayerNorm)."""
+    B, N, d = draw(size(1, 2)), draw(size(1, 3)), draw(size(1, 5))
+    args = (draw(arrays((B, N, d))), draw(arrays((d,))))
+    names = ("x", "gamma")
+    if centred:
+        args, names = args + (draw(arrays((d,))),), names + ("beta",)
+    return Example(names, args)
+
+
+@st.composite
+def attention_inputs(draw, grouped=False):
+    """q [B, H, N, D], k and v [B, H_kv, M, D] (M >= N: the queries are the last N of M
+    positions), a mask of any broadcasting shape, causal and window options."""
+    B, N, D = draw(size(1, 2)), draw(size(1, 4)), draw(size(1, 3))
+    H, H_kv = draw(head_groups(grouped))
+    M = N + draw(st.integers(0, 2))
+    args = (draw(arrays((B, H, N, D))), draw(arrays((B, H_kv, M, D))), draw(arrays((B, H_kv, M, D))))
+    options = {"mask": draw(masks(B, H, N, M)), **draw(causal_options(M))}
+    return Example(("q", "k", "v"), args, options)
+
+
+@st.composite
+def rope_inputs(draw):
+    """x [B, H, N, D] (D even), positions [N] or [B, N] with an offset, a base and a layout."""
+    B, H, N, D = draw(size(1, 2)), draw(size(1, 2)), draw(size(1, 4)), 2 * draw(size(1, 3))
+    options = {"base": draw(st.sampled_from([10000.0, 100.0])),
+               "layout": draw(st.sampled_from(["half", "interleaved"]))}
+    return Example(("x", "positions"), (draw(arrays((B, H, N, D))), draw(positions(B, N))), options)
+
+
+@st.composite
+def cross_entropy_inputs(draw):
+    """logits [B, N, V] and targets [B, N] (some of them IGNORE_INDEX)."""
+    B, N, V = draw(size(1, 2)), draw(size(1, 3)), draw(size(2, 5))
+    return Example(("logits", "targets"), (draw(arrays((B, N, V))), draw(targets((B, N), V))))
+
+
+@st.composite
+def embedding_inputs(draw):
+    """ids [B, N] in [0, V) (small V, so ids repeat) and a table [V, d]."""
+    B, N, V, d = draw(size(1, 2)), draw(size(1, 4)), draw(size(1, 4)), draw(size(1, 3))
+    ids = draw(hnp.arrays(np.int64, (B, N), elements=st.integers(0, V - 1)))
+    return Example(("ids", "table"), (ids, draw(arrays((V, d)))))
+
+
+@st.composite
+def multi_head_inputs(draw, grouped=True):
+    """x [B, N, d] and the projections w_q [d, H D], w_k and w_v [d, H_kv D], w_o [H D, d]
+    with d = H D; ``n_heads``; a key padding mask [B, 1, 1, N] or none; causal or not."""
+    B, N, D = draw(size(1, 2)), draw(size(1, 4)), draw(size(1, 2))
+    H, H_kv = draw(head_groups(grouped))
+    d = H * D
+    args = (draw(arrays((B, N, d))), draw(arrays((d, H * D))), draw(arrays((d, H_kv * D))),
+            draw(arrays((d, H_kv * D))), draw(arrays((H * D, d))), H)
+    options = {"mask": draw(masks(B, H, N, N, ("none", "key padding [B, 1, 1, M]"))),
+               "causal": draw(st.booleans())}
+    return Example(("x", "w_q", "w_k", "w_v", "w_o", "n_heads"), args, options)
+
+
+@st.composite
+def swiglu_inputs(draw):
+    """x [B, N, d], w_gate and w_up [d, hidden], w_down [hidden, d]."""
+    B, N, d, hidden = draw(size(1, 2)), draw(size(1, 3)), draw(size(1, 3)), draw(size(1, 4))
+    args = (draw(arrays((B, N, d))), draw(arrays((d, hidden))), draw(arrays((d, hidden))),
+            draw(arrays((hidden, d))))
+    return Example(("x", "w_gate", "w_up", "w_down"), args)
+
+
+@st.composite
+def adamw_inputs(draw):
+    """One parameter's data, grad, moments m and v (v >= 0), the step (1, 2, ...) and the
+    settings lr, betas, eps, weight_decay."""
+    shape = (draw(size(1, 3)), draw(size(1, 3)))
+    data, grad, m = draw(arrays(shape)), draw(arrays(shape)), draw(arrays(shape))
+    v = np.abs(draw(arrays(shape)))
+    step = draw(st.integers(1, 5))
+    options = {"lr": draw(st.sampled_from([0.1, 1e-3])), "betas": draw(st.sampled_from([(0.9, 0.999), (0.8, 0.95)])),
+               "eps": 1e-8, "weight_decay": draw(st.sampled_from([0.0, 0.1]))}
+    return Example(("data", "grad", "m", "v", "step"), (data, grad, m, v, step), options)
+
+
+@st.composite
+def decode_inputs(draw):
+    """A whole sequence's q [B, H, N, D], k and v [B, H_kv, N, D] (GQA included): decoded one
+    position at a time through a KV cache, it must give causal attention over all N."""
+    B, N, D = draw(size(1, 2)), draw(size(1, 5)), draw(size(1, 3))
+    H, H_kv = draw(head_groups(True))
+    args = (draw(arrays((B, H, N, D))), draw(arrays((B, H_kv, N, D))), draw(arrays((B, H_kv, N, D))))
+    return Example(("q", "k", "v"), args)

@@ -1,0 +1,135 @@
+"""An implementation under test, called the way its component's signature says.
+
+``Subject(component, forward, backward=None, vjp=None)`` wraps someone's functions (or
+npformer's own: ``Subject.reference(component)``) so that every check calls them alike:
+``output(args, options)`` and ``gradients(args, options, d_out)``; ``outcome(example)``
+gives everything to compare at once: the output and one gradient per float input.
+"""
+from __future__ import annotations
+
+import traceback
+
+import numpy as np
+
+from . import components as catalogue
+from .problem import is_float_array, upstream_like
+
+
+class UsageError(TypeError):
+    """The implementation was called as documented but answered in another shape (one line)."""
+
+
+class Subject:
+    """Someone's implementation of a component, run as the component's signature says.
+
+    ``forward(*args, **options)`` returns ``(out, cache)`` when ``backward`` is given (then
+    ``backward(d_out, cache)`` returns the gradients), else the output alone; ``vjp(inputs,
+    d_out)`` gets the inputs as {name: value}. For "kv_decode" ``forward`` is the step
+    function ``step(q_t, k_t, v_t, cache) -> (out_t, cache)``.
+    """
+
+    def __init__(self, component, forward, backward=None, vjp=None, name=None):
+        self.component = catalogue.find(component) if isinstance(component, str) else component
+        if backward is not None and vjp is not None:
+            raise ValueError("backward, vjp: give one of them, not both")
+        self.forward, self.backward, self.vjp = forward, backward, vjp
+        self.name = name or getattr(forward, "__name__", "forward")
+
+    @classmethod
+    def reference(cls, component):
+        """npformer's own implementation (whatever is patched in when it runs)."""
+        component = catalogue.find(component) if isinstance(component, str) else component
+        forward, backward = component.reference_pair()
+        return cls(component, forward, backward, name="npformer")
+
+    @property
+    def differentiates(self):
+        """True when gradients can be asked for."""
+        return not self.component.forward_only and (self.backward is not None or self.vjp is not None)
+
+    # -- calls ----------------------------------------------------------------------------------
+    def _call(self, args, options):
+        """(output, cache or None)."""
+        result = self.forward(*args, **options)
+        if self.backward is not None:
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise UsageError(f"forward: with backward= given, forward must return (out, cache); "
+                                 f"got {type(result).__name__}")
+            return result
+        if not self.component.forward_only and isinstance(result, tuple):
+            raise UsageError(f"forward: returned a tuple of {len(result)}; without backward= it must "
+                             f"return the output alone (or give backward= to use its cache)")
+        return result, None
+
+    def output(self, args, options):
+        """The forward's output."""
+        return self._call(args, options)[0]
+
+    def gradients(self, args, options, d_out):
+        """One gradient per float input, in order (None without a backward or vjp)."""
+        if not self.differentiates:
+            return None
+        if self.vjp is not None:
+            names = self.component_names(args)
+            returned = self.vjp({**dict(zip(names, args)), **options}, d_out)
+        else:
+            _, cache = self._call(args, options)
+            returned = self.backward(np.array(d_out), cache)
+        return per_float_input(returned, args)
+
+    def component_names(self, args):
+        """The names of the positional arguments (from the component's drawn examples)."""
+        return getattr(self, "_names", tuple(f"input[{i}]" for i in range(len(args))))
+
+    def outcome(self, example):
+        """(values, error): {"output": ..., "gradient of q": ...} as float64 arrays, or the
+        one-line error the implementation raised."""
+        self._names = example.names
+        try:
+            out, cache = self._call(example.args, example.options)
+            values = _outputs(out)
+            if self.differentiates:
+                G = upstream_like(out)
+                if self.vjp is not None:
+                    grads = self.gradients(example.args, example.options, G)
+                else:
+                    grads = per_float_input(self.backward(np.array(G), cache), example.args)
+                floats = [n for n, a in zip(example.names, example.args) if is_float_array(a)]
+                values.update({f"gradient of {n}": _as_array(g) for n, g in zip(floats, grads)})
+            return values, None
+        except Exception as error:             # the implementation raised: say where, in one line
+            return {}, describe_error(error)
+
+
+def _as_array(x):
+    return None if x is None else np.asarray(x, dtype=np.float64)
+
+
+def _outputs(out):
+    if isinstance(out, tuple):
+        names = ("data", "m", "v")
+        return {f"output {names[i] if i < 3 else i}": _as_array(o) for i, o in enumerate(out)}
+    return {"output": _as_array(out)}
+
+
+def per_float_input(returned, args):
+    """The gradients a backward returned, one per float input: it may return one per input
+    (None for integers), or one per float input, or a single array for a single input."""
+    if not isinstance(returned, (tuple, list)):
+        returned = (returned,)
+    floats = [i for i, a in enumerate(args) if is_float_array(a)]
+    if len(returned) == len(args):
+        return tuple(returned[i] for i in floats)
+    if len(returned) == len(floats):
+        return tuple(returned)
+    raise UsageError(f"backward: returned {len(returned)} gradients; expected one per float input "
+                     f"({len(floats)}) or one per input ({len(args)})")
+
+
+def describe_error(error):
+    """ "ValueError: ... (in my_file.py:12, my_function)": the exception and the deepest frame
+    outside npformer."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if "/npformer/" not in f.filename]
+    where = f" (in {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}, {frames[-1].name})" \
+        if frames else ""
+    return f"{type(error).__name__}: {str(error)[:300]}{where}"
