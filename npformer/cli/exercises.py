@@ -1,6 +1,6 @@
 """``npformer exercises``: hand out a workspace of exercises cut from the plain track.
 
-    npformer exercises DIR [--start NAME | --only NAMES] [--forward] [--no-hints] [--solutions]
+    npformer exercises DIR [--start NAME | --only NAMES] [--forward] [--hints TIER] [--solutions]
     npformer exercises --list
 """
 from __future__ import annotations
@@ -24,8 +24,10 @@ def add_arguments(parser):
     parser.add_argument("--start", metavar="NAME", help="begin at this exercise (name or number)")
     parser.add_argument("--only", metavar="NAMES", help="just these exercises (comma-separated)")
     parser.add_argument("--forward", action="store_true", help="forward bodies to write too")
-    parser.add_argument("--no-hints", action="store_true",
-                        help="leave the backward formulas out of the docstrings and comments")
+    parser.add_argument("--hints", choices=("none", "shapes", "formulas"), default="shapes",
+                        help="shapes (default): docstrings with shapes and the forward line each "
+                             "backward step undoes; formulas: the backward formulas too; none: "
+                             "only the first line of each docstring")
     parser.add_argument("--solutions", action="store_true",
                         help="an answer key: the library's bodies instead of stubs (grades all done)")
     parser.add_argument("--list", action="store_true", help="list the exercises and exit")
@@ -48,7 +50,7 @@ def run(args):
         raise UsageError("DIR: expected the directory of the workspace to write (or --list)")
     try:
         workspace = write_workspace(args.directory, args.start, names(args.only), args.forward,
-                                    not args.no_hints, args.solutions)
+                                    args.hints, args.solutions)
     except ValueError as error:
         raise UsageError(str(error)) from None
     except OSError as error:

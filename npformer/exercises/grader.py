@@ -1,30 +1,30 @@
-"""Grading a workspace: each exercise in its own process, against a copy of npformer with
-the learner's files in place.
+"""Grading a workspace: each exercise alone, in its own process, then the learner's pieces together.
 
-What can be known without running anything is decided here: a file that does not
-compile, a function still holding its stub (not started), an exercise whose
-prerequisites are still stubs (blocked). Everything else runs in
-``npformer.exercises.runner`` with a timeout, so a learner's crash or endless loop ends
-that exercise's report, never the grader.
+What can be known without running anything is decided here: a file that does not compile, a
+function missing, an exercise whose functions are all still stubs (not started). Everything
+else runs in ``npformer.exercises.runner`` with a timeout, one process per exercise, with the
+learner's functions for that exercise patched into npformer and npformer's own code for
+everything else: a mistake is reported once, against the exercise that holds it. The last
+exercise, training, runs the learner's components together, and only once every exercise it
+uses is done.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 
 from .. import __version__
 from . import catalog
-from .report import describe_run, format_outcome, progress_table
+from .report import describe_run, format_outcome, next_step, progress_table
 from .stubs import stub_state
 from .workspace import WorkspaceError, library_dir, load_workspace
 
-LEARNER = "npformer_learner"        # the package name of the learner's copy of npformer
+SHOW_PROGRESS_AFTER = 3.0        # seconds a stage runs before the grader says what it is doing
 
 
 @dataclass
@@ -34,6 +34,8 @@ class Outcome:
     exercise: catalog.Exercise
     status: str                          # "not started" | "failing" | "blocked" | "done"
     lines: list = field(default_factory=list)
+    output: list = field(default_factory=list)   # what the learner's code printed (capped)
+    first: str = ""                      # the first function to work on, for "next:"
 
     @property
     def done(self):
@@ -63,117 +65,115 @@ def read_learner(workspace):
             found = stub_state(source, [spec.split(":")[1] for spec in wanted])
             states.update({spec: found[spec.split(":")[1]] for spec in wanted})
         except FileNotFoundError:
-            broken[name] = f"{name} is missing from the workspace (copy it from a fresh workspace)"
+            broken[name] = f"{os.path.basename(name)} is missing from the workspace (copy it from a fresh workspace)"
         except (SyntaxError, ValueError, UnicodeDecodeError) as error:
             line = getattr(error, "lineno", None)
-            broken[name] = f"{name}:{line}: {type(error).__name__}: {getattr(error, 'msg', error)}"
+            broken[name] = f"{os.path.basename(name)}:{line}: {type(error).__name__}: {getattr(error, 'msg', error)}"
     return Learner(workspace, broken, states)
 
 
-def prerequisites(exercise, present):
-    """The exercises ``exercise`` runs the code of (transitively), among the names in ``present``."""
-    seen, todo = set(), list(exercise.builds_on)
-    while todo:
-        name = todo.pop()
-        if name not in seen:
-            seen.add(name)
-            todo.extend(catalog.BY_NAME[name].builds_on)
-    return [e for e in catalog.EXERCISES if e.name in seen & set(present)]
-
-
-def _waiting(exercise, learner):
-    """[(prerequisite, its functions still stubs)] of the prerequisites not finished."""
+def _first_stub(exercise, learner):
+    """ "softmax_backward in t03_softmax.py": the first function of the exercise to write."""
     forward = learner.workspace.forward
-    present = {e.name for e in learner.workspace.exercises}
-    found = [(e, [s.split(":")[1] for s in e.functions(forward) if learner.states[s] == "stub"])
-             for e in prerequisites(exercise, present)]
-    return [(e, stubs) for e, stubs in found if stubs]
-
-
-def waiting_line(waiting):
-    """ "waiting for 03 linear (Linear.backward still a stub)", shortened when many wait."""
-    if len(waiting) > 2:
-        return f"waiting for {', '.join(e.label for e, _ in waiting)} (still stubs)"
-    return "waiting for " + "; ".join(f"{e.label} ({', '.join(stubs)} still a stub)" for e, stubs in waiting)
+    specs = exercise.functions(forward)
+    todo = [s for s in specs if learner.states.get(s) != "written"] or list(specs)
+    if not todo:
+        return ""
+    file, qualname = todo[0].split(":")
+    return f"{qualname} in {os.path.basename(file)}"
 
 
 def static_outcome(exercise, learner):
     """The outcome decided without running, or None when the exercise must run."""
     forward = learner.workspace.forward
     own = exercise.functions(forward)
+    first = _first_stub(exercise, learner)
     for name in exercise.files(forward):
         if name in learner.broken:
-            return Outcome(exercise, "failing", [learner.broken[name]])
-    if learner.broken:
-        first = next(iter(learner.broken.values()))
-        return Outcome(exercise, "blocked", [f"npformer cannot import your files: {first}"])
-    waiting = _waiting(exercise, learner)
-    untouched = all(learner.states[spec] == "stub" for spec in own) if own else \
-        bool(waiting) and all(len(stubs) == len(e.functions(forward)) for e, stubs in waiting)
-    if untouched:
-        return Outcome(exercise, "not started", [waiting_line(waiting)] if not own else [])
+            return Outcome(exercise, "failing", [learner.broken[name]], first=first)
+    if own and all(learner.states[spec] == "stub" for spec in own):
+        return Outcome(exercise, "not started", first=first)
     missing = [spec for spec in own if learner.states[spec] == "missing"]
     if missing:
-        return Outcome(exercise, "failing", [f"{spec.replace(':', ': no function ')} (keep the names "
-                                             f"and signatures of the workspace)" for spec in missing])
-    if waiting:
-        return Outcome(exercise, "blocked", [waiting_line(waiting)])
+        return Outcome(exercise, "failing", [f"{spec.split(':')[1]}: no such function in "
+                                             f"{os.path.basename(spec.split(':')[0])} (keep the names "
+                                             f"and signatures of the workspace)" for spec in missing],
+                       first=first)
     return None
 
 
-def build_overlay(root, learner):
-    """``root/npformer_learner``: the library's package with the learner's files in place and no
-    fast twins (the workspace files are plain maths without ``@fast_twin``)."""
-    package = os.path.join(root, LEARNER)
-    shutil.copytree(library_dir(), package, ignore=shutil.ignore_patterns("__pycache__", "exercises"))
-    # the twins stay on disk but nothing imports them, so none registers; the thread pool
-    # and memory helpers that training uses stay importable
-    with open(os.path.join(package, "fast", "__init__.py"), "w", encoding="utf-8") as f:
-        f.write('"""No fast twins while grading: every function runs its plain maths."""\n'
-                'from .parallel import available_cores, cores, on_cores, use_cores  # noqa: F401\n')
-    for name in learner.workspace.files:
-        shutil.copyfile(learner.workspace.path(name), os.path.join(package, name))
+def blocked_by(exercise, outcomes):
+    """A line "blocked by 01 softmax (failing)" when an exercise the training task uses is not
+    done, else None."""
+    waiting = [o for o in outcomes if o.exercise.name in exercise.builds_on and not o.done]
+    if not waiting:
+        return None
+    return "blocked by " + ", ".join(f"{o.exercise.label} ({o.status})" for o in waiting)
 
 
-def shown_paths(text, root, files, directory):
-    """``text`` with the grading copy's paths replaced: the learner's files by their workspace
-    paths, the library's by ``npformer/...``."""
-    package = os.path.join(root, LEARNER) + os.sep
-    for name in files:
-        text = text.replace(package + name, os.path.join(directory, os.path.basename(name)))
-    return text.replace(package, "npformer" + os.sep)
+def _read_stack(path, directory):
+    """ "softmax_backward (t03_softmax.py:52)": where the learner's code was when stopped."""
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("File ") and os.path.abspath(directory) in line:
+                path_part, _, rest = line[len('File "'):].partition('", line ')
+                number, _, function = rest.partition(" in ")
+                return f"{function} ({os.path.basename(path_part)}:{number})"
+    return None
 
 
-def _tail(path, limit=16384):
-    """The last ``limit`` bytes of a file, as text (a learner may print a lot)."""
-    with open(path, "rb") as f:
-        f.seek(max(0, os.path.getsize(path) - limit))
-        return f.read().decode("utf-8", errors="replace")
-
-
-def run_exercise(root, exercise, files, timeout, directory):
-    """(result dict or None, exit code or "timeout", the end of its output) of one runner process."""
-    result_path = os.path.join(root, f"{exercise.name}.json")
-    log_path = os.path.join(root, f"{exercise.name}.log")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.path.dirname(library_dir())]),
+def run_exercise(root, workspace, exercise, timeout, together=False, say=None):
+    """(result dict or None, exit code or "timeout", printed lines, where it stopped)."""
+    result_path = os.path.join(root, f"{exercise.name}{'-together' if together else ''}.json")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(library_dir()),
+                                                        os.environ.get("PYTHONPATH", "")]),
            "NPFORMER_TRACK": "plain", "PYTHONIOENCODING": "utf-8"}
-    command = [sys.executable, "-m", "npformer.exercises.runner", root, exercise.name,
-               ",".join(files), result_path]
-    with open(log_path, "wb") as log:
+    command = [sys.executable, "-m", "npformer.exercises.runner", workspace.directory, exercise.name,
+               result_path, "--timeout", str(timeout)] + (["--together"] if together else [])
+    with open(result_path + ".log", "wb") as log:
         process = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            code = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)       # the runner and anything it started
-            process.wait()
-            code = "timeout"
-    output = shown_paths(_tail(log_path), root, files, directory)
+        code = _wait(process, timeout + 2.0, result_path + ".progress", exercise, say)
+    stopped = _read_stack(result_path + ".stack", workspace.directory) if code in ("timeout", 1) else None
+    if stopped is not None:
+        code = "timeout"
+    printed = _printed(result_path + ".out")
     result = None
     if os.path.exists(result_path):
         with open(result_path, encoding="utf-8") as f:
             result = json.load(f)
-    return result, code, output
+    return result, code, printed, stopped
+
+
+def _wait(process, timeout, progress_path, exercise, say):
+    """The runner's exit code, or "timeout" after ``timeout`` seconds; says the stage now
+    running when one lasts longer than a few seconds."""
+    began, shown = time.monotonic(), None
+    while True:
+        try:
+            return process.wait(timeout=0.25)
+        except subprocess.TimeoutExpired:
+            elapsed = time.monotonic() - began
+            if elapsed > timeout:
+                process.kill()
+                process.wait()
+                return "timeout"
+            if say is not None and elapsed > SHOW_PROGRESS_AFTER and os.path.exists(progress_path):
+                with open(progress_path, encoding="utf-8") as f:
+                    stage = f.read().strip()
+                if stage and stage != shown:
+                    say(f"  {exercise.label}: {stage} ...")
+                    shown = stage
+
+
+def _printed(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read().splitlines()
 
 
 def choose(workspace, names):
@@ -188,30 +188,49 @@ def choose(workspace, names):
     return sorted(set(chosen), key=lambda e: e.number)
 
 
-def grade(directory, names=(), timeout=120.0, out=print):
-    """Grade the workspace in ``directory`` (all its exercises, or ``names``); print each
-    report and a progress table through ``out``; return the list of ``Outcome``."""
+def grade(directory, names=(), timeout=120.0, out=print, show_output=False, say=None):
+    """Grade the workspace in ``directory`` (all its exercises, or ``names``); print each report,
+    a progress table and what to do next through ``out``; return the list of ``Outcome``.
+    ``say`` (default: stderr) receives the progress of stages that take a while."""
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
     workspace = load_workspace(directory)
     selected = choose(workspace, names)
+    say = say or (lambda text: print(text, file=sys.stderr, flush=True))
     if workspace.version != __version__:
         out(f"note: this workspace was written by npformer {workspace.version}; grading with {__version__}")
     learner = read_learner(workspace)
-    outcomes = []
+    needed = _with_prerequisites(selected, workspace)
+    outcomes = {}
     with tempfile.TemporaryDirectory(prefix="npformer-grade-") as root:
-        overlaid = False
-        for exercise in selected:
-            outcome = static_outcome(exercise, learner)
-            if outcome is None:
-                if not overlaid:
-                    build_overlay(root, learner)
-                    overlaid = True
-                ran = run_exercise(root, exercise, workspace.files, timeout, workspace.directory)
-                status, lines = describe_run(exercise, *ran, timeout)
-                outcome = Outcome(exercise, status, lines)
-            outcomes.append(outcome)
-            out(format_outcome(outcome))
-    out(progress_table(outcomes, workspace.forward))
-    return outcomes
+        for exercise in needed:
+            outcome = _grade_one(root, learner, exercise, list(outcomes.values()), timeout, show_output, say)
+            outcomes[exercise.name] = outcome
+            if exercise in selected:
+                out(format_outcome(outcome))
+    shown = [outcomes[e.name] for e in selected]
+    out(progress_table(shown, workspace.forward))
+    out(next_step(shown))
+    return shown
 
+
+def _with_prerequisites(selected, workspace):
+    """``selected`` and, for the training task, the exercises it builds on (graded first)."""
+    names = {e.name for e in selected}
+    for exercise in selected:
+        names |= set(exercise.builds_on) & {e.name for e in workspace.exercises}
+    return [e for e in workspace.exercises if e.name in names]
+
+
+def _grade_one(root, learner, exercise, before, timeout, show_output, say):
+    outcome = static_outcome(exercise, learner)
+    if outcome is not None:
+        return outcome
+    together = bool(exercise.builds_on)
+    if together:
+        waiting = blocked_by(exercise, before)
+        if waiting:
+            return Outcome(exercise, "blocked", [waiting])
+    ran = run_exercise(root, learner.workspace, exercise, timeout, together, say)
+    status, lines = describe_run(exercise, *ran, timeout, show_output)
+    return Outcome(exercise, status, lines, output=ran[2], first=_first_stub(exercise, learner))

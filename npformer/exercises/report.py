@@ -1,149 +1,181 @@
-"""Turning a runner's result into a verdict and the lines a learner reads."""
+"""Turning a runner's result into a verdict and the lines a learner reads.
+
+A mistake is said once, with the number of checks that show it; the smallest example that
+shows it follows when it was drawn. Output the learner's code printed is shown (capped)
+when the exercise fails, or always with ``show_output``. Lines fit 100 columns.
+"""
 from __future__ import annotations
 
-from . import catalog
+import os
+import re
+import textwrap
 
-MAX_FAILING_CHECKS = 4          # the first few failing checks in full; the rest counted
-OUTPUT_LINES = 12               # of the learner's own printing, the last few lines
-WIDTH = 72
-
-
-def _error_lines(error):
-    lines = [f"{error['where'] + ': ' if error.get('where') else ''}{error['message']}"]
-    if error.get("line"):
-        lines.append(f"  > {error['line']}")
-    if error.get("hint"):
-        lines.append(f"  hint: {error['hint']}")
-    return lines
+WIDTH = 100
+OUTPUT_LINES = 12                # of the learner's own printing, the first few lines
+STUB = re.compile(r"NotImplementedError: exercise (\d+) \(.*?\): write ([\w.]+)")
 
 
-def _raised(error):
-    return "your code raised an error" if error.get("where") else "an error was raised running your code"
+def _check_name(entry):
+    if "component" in entry:
+        return f"{entry['component']}: {entry['check']}"
+    return f"{entry['case']} (size {entry['size']})"
 
 
-def _tensor_lines(tensor):
-    if "rel_error" in tensor:
-        index = tuple(tensor["worst_index"])
-        head = (f"gradient of {tensor['name']}: relative error {tensor['rel_error']:.2e}, worst at {index}: "
-                f"yours {tensor['yours']:.6g}, expected {tensor['expected']:.6g}")
-    elif "shape" in tensor:
-        head = (f"gradient of {tensor['name']}: shape {tuple(tensor['shape'])}, "
-                f"expected {tuple(tensor['expected_shape'])}")
-    else:
-        head = f"gradient of {tensor['name']}: wrong"
-    return [head] + [f"  diagnosis: {d}" for d in tensor["diagnoses"] if d]
+def _findings(entry):
+    """[(key, lines)] of what one failing check shows; equal keys are the same finding."""
+    found = entry.get("mistake")
+    if found:
+        return [(("mistake", found["name"]),
+                 [f"the mistake, in {found['function']}: {found['says']}", f"re-check: {found['recheck']}"])]
+    message = entry.get("message") or entry.get("error")
+    if entry.get("error"):
+        stub = STUB.search(entry["error"])
+        if stub:
+            return [(("stub", stub.group(2)), [f"not finished: {stub.group(2)} still raises its stub"])]
+        return [(("error", entry["error"]), [f"your code raised {entry['error']}"])]
+    if "tensors" in entry:
+        found = []
+        for tensor in entry["tensors"]:
+            diagnoses = tensor.get("diagnoses") or []
+            key = ("diagnosis", diagnoses[0]) if diagnoses else ("tensor", tensor["name"], entry["case"])
+            found.append((key, [tensor["message"]] + [f"diagnosis: {d}" for d in diagnoses]))
+        found += [(("note", note), [f"diagnosis: {note}"]) for note in entry.get("notes", [])]
+        return found
+    stub = STUB.search(message or "")
+    if stub:
+        return [(("stub", stub.group(2)), [f"not finished: {stub.group(2)} still raises its stub"])]
+    diagnoses = entry.get("diagnoses") or []
+    key = ("diagnosis", diagnoses[0]) if diagnoses else ("check", entry["check"])
+    return [(key, [message] + [f"diagnosis: {d}" for d in diagnoses])]
 
 
-def _error_key(error):
-    return error.get("where"), error["message"].split(":")[0]
+def failure_lines(entries):
+    """Each finding once: its lines, where it was first seen, how many more checks show it.
+    A property that fails in a component whose mistake is named is listed after it."""
+    named = {e["component"] for e in entries if e.get("mistake") and "component" in e}
+    consequences = [e for e in entries if e.get("kind") == "property" and e["component"] in named]
+    entries = [e for e in entries if e not in consequences]
+    order, seen = [], {}
+    for entry in entries:
+        for key, lines in _findings(entry):
+            if key not in seen:
+                seen[key] = {"lines": lines, "first": entry, "more": 0}
+                order.append(key)
+            else:
+                seen[key]["more"] += 1
+    out = []
+    for key in order:
+        found = seen[key]
+        more = f" (same in {found['more']} more check{'s' * (found['more'] > 1)})" if found["more"] else ""
+        out.append(f"{_check_name(found['first'])}{more}")
+        out += ["  " + line for line in found["lines"]]
+        if key[0] == "mistake" and consequences:
+            out.append("  which also breaks: " + "; ".join(e["check"] for e in consequences))
+        example = found["first"].get("example")
+        if example:
+            out.append("  smallest example:")
+            out += ["    " + line for line in example.split("\n")]
+    return out
 
 
-def check_lines(check, seen):
-    """The lines of one failing gradient check; an error already shown (``seen``) in one line."""
-    title = f"{check['case']} (size {check['size']})"
-    if check.get("error"):
-        key = _error_key(check["error"])
-        if key in seen:
-            return [f"{title}: the same error ({key[0] or key[1]})"]
-        seen.add(key)
-        return [f"{title}: {_raised(check['error'])}"] + ["  " + l for l in _error_lines(check["error"])]
-    if check.get("forward"):
-        return [f"{title}: {check['forward']}"]
-    lines = []
-    for tensor in check.get("tensors", []):
-        lines += _tensor_lines(tensor)
-    lines += [f"diagnosis: {note}" for note in check.get("notes", [])]
-    if not check.get("tensors") and ("notes",) + tuple(lines) in seen:
-        return [f"{title}: the same diagnosis"]
-    seen.add(("notes",) + tuple(lines))
-    return [f"{title}: gradients differ from the reference"] + ["  " + l for l in lines]
-
-
-def claim_lines(claims, everything, seen=None):
-    """One line per claim (all of them, or only the failing ones and details of the rest)."""
-    seen = set() if seen is None else seen
+def claim_lines(claims, everything=False):
+    """One line per claim (the failing ones, and details of the rest when asked)."""
     lines = []
     for entry in claims:
-        detail, error = entry.get("detail"), entry.get("error")
-        if error and _error_key(error) in seen:
-            lines.append(f"FAIL  {entry['claim']}: the same error ({error.get('where') or error['message']})")
-        elif error:
-            seen.add(_error_key(error))
-            lines += [f"FAIL  {entry['claim']}: {_raised(error)}"]
-            lines += ["      " + l for l in _error_lines(error)]
-        elif not entry["ok"]:
-            lines.append(f"FAIL  {entry['claim']}: {detail}")
-        elif everything or detail:
-            lines.append(f"ok    {entry['claim']}" + (f": {detail}" if detail else ""))
+        if not entry["ok"]:
+            lines.append(f"FAIL  {entry['claim']}: {entry.get('detail')}")
+        elif everything or entry.get("detail"):
+            lines.append(f"ok    {entry['claim']}" + (f": {entry['detail']}" if entry.get("detail") else ""))
     return lines
 
 
-def _stub_verdict(exercise, error):
-    waiting = [e for e in catalog.EXERCISES if e.number == error["stub"]]
-    if error["stub"] == exercise.number or not waiting:
-        return "failing", [f"not finished: {error['where'] or ''} still raises its stub"]
-    return "blocked", [f"waiting for {waiting[0].label}: its stub ran ({error['where'] or '?'})"]
+def _printed(printed, show):
+    if not (show and printed):
+        return []
+    shown = printed[:OUTPUT_LINES]
+    rest = len(printed) - len(shown)
+    counted = re.match(r"\.\.\. ([\d,]+) more lines", printed[-1]) if printed else None
+    if counted:                                   # the runner already counted what it dropped
+        rest = rest - 1 + int(counted.group(1).replace(",", ""))
+        shown = [line for line in shown if line is not printed[-1]]
+    more = [f"  ... {rest:,} more line{'s' * (rest != 1)}"] if rest > 0 else []
+    return ["your code printed:"] + ["  " + line for line in shown] + more
 
 
-def describe_run(exercise, result, code, output, timeout):
-    """(status, lines) from a runner's result, exit code and output."""
-    tail = [l for l in output.strip().splitlines()[-OUTPUT_LINES:]]
-    printed = ["your code printed (last lines):"] + ["  " + l for l in tail] if tail else []
+def describe_run(exercise, result, code, printed, stopped, timeout, show_output=False):
+    """(status, lines) from a runner's result, exit code, printed lines and stop point."""
     if code == "timeout":
-        return "failing", [f"stopped after {timeout:g} s: an endless loop, or very slow code?"] + printed
+        where = f" in {stopped}" if stopped else ""
+        return "failing", [f"stopped after {timeout:g} s{where}: an endless loop, or very slow code?"] + \
+            _printed(printed, True)
     if result is None:
-        return "failing", [f"your code ended the grading process (exit code {code})"] + printed
-    error = result.get("error")
-    if error and error.get("stub") is not None:
-        status, lines = _stub_verdict(exercise, error)
-        return status, lines
+        return "failing", [f"your code ended the grading process (exit code {code})"] + _printed(printed, True)
     if result.get("import_failed"):
-        own = any((error.get("where") or "").startswith(f"{name}:") for name in exercise.files(True))
-        return ("failing" if own else "blocked"), \
-            ["npformer cannot import your files:"] + _error_lines(error) + printed
-    failing = [c for c in result["checks"] if not c["ok"]]
-    claims_ok = all(entry["ok"] for entry in result["claims"])
-    if not failing and claims_ok:
-        return "done", _done_lines(result)
-    lines, seen = [], set()
-    for check in failing[:MAX_FAILING_CHECKS]:
-        lines += check_lines(check, seen)
-    if len(failing) > MAX_FAILING_CHECKS:
-        lines.append(f"... and {len(failing) - MAX_FAILING_CHECKS} more failing gradient checks")
-    passed = len(result["checks"]) - len(failing)
-    if result["checks"]:
-        lines.append(f"{passed} of {len(result['checks'])} gradient checks pass")
-    if result["claims"]:
-        held = sum(entry["ok"] for entry in result["claims"])
-        lines.append(f"{held} of {len(result['claims'])} claims hold")
-        lines += ["  " + l for l in claim_lines(result["claims"], False, seen)]
-    return "failing", lines + printed
+        error = result["error"]
+        where = f" ({error['where']})" if error.get("where") else ""
+        return "failing", [f"your file does not run: {error['message']}{where}"] + _printed(printed, True)
+    checks, claims = result["checks"], result["claims"]
+    failing = [c for c in checks if not c["ok"]]
+    if not failing and all(c["ok"] for c in claims):
+        return "done", _done_lines(checks, claims) + _printed(printed, show_output)
+    lines = failure_lines(failing)
+    lines.append(f"{len(checks) - len(failing)} of {len(checks)} checks pass" +
+                 (f"; {sum(c['ok'] for c in claims)} of {len(claims)} claims hold" if claims else ""))
+    lines += ["  " + line for line in claim_lines(claims)]
+    return "failing", lines + _printed(printed, True)
 
 
-def _done_lines(result):
-    checks = result["checks"]
+def _done_lines(checks, claims):
+    drawn = [c for c in checks if "component" in c and c["kind"] != "property"]
+    properties = [c for c in checks if "component" in c and c["kind"] == "property"]
+    fixed = [c for c in checks if "case" in c]
     parts = []
-    if checks:
-        worst = max(c.get("finite_differences", 0.0) for c in checks)
-        parts.append(f"{len(checks)} gradient checks (finite differences agree to {worst:.0e})")
-    if result["claims"]:
-        count = len(result["claims"])
-        parts.append(f"{count} claim{'s hold' if count > 1 else ' holds'}")
-    return [", ".join(parts)] + claim_lines(result["claims"], False)
+    if drawn:
+        parts.append(f"{len(drawn)} results equal npformer's on {max(c['examples'] for c in drawn)} drawn inputs each")
+    if fixed:
+        parts.append(f"{len(fixed)} fixed problems")
+    if properties or claims:
+        parts.append(f"{len(properties) + len(claims)} properties hold")
+    return [", ".join(parts)] + claim_lines(claims)
 
 
 def format_outcome(outcome):
     """The report of one exercise: a title line with its status, then indented lines."""
     title = f"{outcome.exercise.label} "
-    head = f"{title}{'.' * max(3, WIDTH - len(title) - len(outcome.status) - 1)} {outcome.status}"
-    return "\n".join([head] + ["   " + line for line in outcome.lines])
+    head = f"{title}{'.' * max(3, 72 - len(title) - len(outcome.status) - 1)} {outcome.status}"
+    return "\n".join([head] + [wrapped for line in outcome.lines for wrapped in _fit("   " + line)])
+
+
+def _fit(line):
+    """``line`` wrapped to 100 columns, the continuation indented under its text."""
+    if len(line) <= WIDTH:
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip()) + 2)
+    return textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_on_hyphens=False)
 
 
 def progress_table(outcomes, forward=False):
-    """The table closing a grading session: every graded exercise, its files and status."""
+    """The table closing a grading session: every graded exercise, its files and status; it
+    fits 100 columns whatever the names."""
     done = sum(o.done for o in outcomes)
     rows = [f"\nprogress: {done} of {len(outcomes)} done"]
+    label = max([len(o.exercise.label) for o in outcomes] + [10])
+    status = max([len(o.status) for o in outcomes] + [4])
+    room = max(10, WIDTH - 2 - label - 2 - 2 - status)
     for o in outcomes:
-        files = ", ".join(o.exercise.files(forward)) or "-"
-        rows.append(f"  {o.exercise.label:16} {files:26} {o.status}")
+        files = ", ".join(os.path.basename(f) for f in o.exercise.files(forward)) or "-"
+        files = files if len(files) <= room else files[:room - 3] + "..."
+        rows.append(f"  {o.exercise.label:{label}}  {files:{room}}  {o.status}")
     return "\n".join(rows)
+
+
+def next_step(outcomes):
+    """The last line: what to do next."""
+    for o in outcomes:
+        if o.done:
+            continue
+        if o.status == "blocked":
+            return f"next: {o.exercise.label} is {o.lines[0]}"
+        target = o.first or o.exercise.title
+        return f"next: {target} (exercise {o.exercise.label})"
+    return f"next: nothing: all {len(outcomes)} graded exercises are done"

@@ -2,11 +2,19 @@
 
 ``cut(source, stubs, hints)`` returns the file a learner receives: the same text with
 each named function's body (after its docstring) replaced by one
-``raise NotImplementedError("exercise NN (...): ...")``, the ``@fast_twin`` decorators
-and their import removed (a workspace file is plain maths only), and with
-``hints=False`` the backward formulas of the module docstring and the comments of the
-cut bodies left out. ``stub_state`` tells, from a learner's file, which of its
-functions still hold the untouched stub.
+``raise NotImplementedError("exercise NN (...): ...")`` and the ``@fast_twin`` decorators
+and their import removed (a workspace file is plain maths only). The hints come in tiers:
+
+- ``"formulas"``: the module docstring whole (its backward formulas included) and every
+  comment of the cut bodies;
+- ``"shapes"`` (the default): the functions' docstrings (with their shapes) and, of the
+  cut bodies' comments, only the forward lines each step undoes (``# forward: y = x @ W``);
+  no backward formula anywhere;
+- ``"none"``: no backward formula, no comment of the cut bodies, and of a cut function's
+  docstring only its first line.
+
+``stub_state`` tells, from a learner's file, which of its functions still hold the
+untouched stub.
 """
 from __future__ import annotations
 
@@ -65,12 +73,36 @@ def stub_line(indent, message):
     return f"{indent}raise NotImplementedError({json.dumps(message, ensure_ascii=False)})"
 
 
+HINTS = ("none", "shapes", "formulas")
+
+
+def forward_hint(comment):
+    """The forward statement a backward comment names ("# forward: y = x @ W + b"), without
+    whatever follows it, or None when the comment is not such a line."""
+    text = comment.strip()
+    if not text.startswith("# forward:"):
+        return None
+    statement = re.sub(r" \([^()]*\)$", "", text[len("# forward:"):].rstrip(".; "))   # a closing remark
+    return "# forward:" + re.split(r"(?<=\S)[.;] |, so |: ", statement)[0].rstrip(".;")
+
+
+def _kept_comments(lines, hints):
+    comments = [line.strip() for line in lines if line.lstrip().startswith("#")]
+    if hints == "formulas":
+        return comments
+    if hints == "shapes":
+        return [hint for hint in map(forward_hint, comments) if hint]
+    return []
+
+
 def _cut_body(lines, node, message, hints):
     first, last = body_span(lines, node)
     statement = node.body[1] if _has_docstring(node) and len(node.body) > 1 else node.body[-1]
     indent = " " * statement.col_offset
-    kept = [indent + line.strip() for line in lines[first:last + 1]
-            if hints and line.lstrip().startswith("#")]
+    if hints == "none" and _has_docstring(node):          # the docstring's first line only
+        summary = ast.get_docstring(node).split("\n")[0].replace(chr(34) * 3, "")
+        return node.body[0].lineno - 1, last, [f'{indent}"""{summary}"""', stub_line(indent, message)]
+    kept = [indent + comment for comment in _kept_comments(lines[first:last + 1], hints)]
     return first, last, kept + [stub_line(indent, message)]
 
 
@@ -120,8 +152,11 @@ def _hide_module_formulas(tree, lines, edits):
     edits.append((first, last, kept))
 
 
-def cut(source, stubs, hints=True):
-    """The learner's copy of ``source``: ``stubs`` maps qualname -> stub message (empty: keep bodies)."""
+def cut(source, stubs, hints="shapes"):
+    """The learner's copy of ``source``: ``stubs`` maps qualname -> stub message (empty: keep
+    bodies); ``hints``: "none", "shapes" or "formulas" (see the module docstring)."""
+    if hints not in HINTS:
+        raise ValueError(f"hints: expected one of {', '.join(HINTS)}, got {hints!r}")
     tree = ast.parse(source)
     lines = source.split("\n")
     functions = functions_by_qualname(tree)
@@ -132,7 +167,7 @@ def cut(source, stubs, hints=True):
     for qualname, message in stubs.items():
         edits.append(_cut_body(lines, functions[qualname], message, hints))
     _strip_fast_twin(tree, lines, edits)
-    if not hints:
+    if hints != "formulas":
         _hide_module_formulas(tree, lines, edits)
     for first, last, replacement in sorted(edits, key=lambda e: e[0], reverse=True):
         lines[first:last + 1] = replacement

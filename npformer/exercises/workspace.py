@@ -17,7 +17,7 @@ from .. import __version__
 from ..files.fileio import atomic_write, write_json
 from . import catalog
 from .readme import workspace_readme
-from .stubs import cut
+from .stubs import HINTS, cut
 
 MARKER = "npformer-workspace.json"
 KIND = "npformer exercises"
@@ -35,7 +35,7 @@ class Workspace:
     directory: str
     exercises: tuple          # catalog.Exercise, in order
     forward: bool
-    hints: bool
+    hints: str                # "none" | "shapes" | "formulas" (see stubs.cut)
     solutions: bool
     version: str
 
@@ -60,7 +60,7 @@ def stub_message(exercise, qualname):
     return f"exercise {exercise.number:02d} ({exercise.title}; {exercise.section}): write {qualname}"
 
 
-def learner_sources(exercises, forward=False, hints=True, solutions=False):
+def learner_sources(exercises, forward=False, hints="shapes", solutions=False):
     """{file name: the text the learner receives} for the chosen exercises."""
     stubs = {}
     for exercise in exercises:
@@ -83,12 +83,13 @@ def _check_free(directory):
                              f"overwritten (it may hold a learner's work): choose a new directory")
 
 
-def write_workspace(directory, start=None, only=None, forward=False, hints=True, solutions=False):
+def write_workspace(directory, start=None, only=None, forward=False, hints="shapes", solutions=False):
     """Write a workspace to ``directory`` (which must not exist, or be empty); returns its ``Workspace``.
 
     ``start``: begin at this exercise; ``only``: just these (names or numbers);
-    ``forward``: forward bodies to write too; ``hints=False``: the backward formulas of
-    the module docstrings left out; ``solutions``: the library's bodies instead of
+    ``forward``: forward bodies to write too; ``hints``: "none", "shapes" (the default: the
+    docstrings with their shapes and the forward line each backward step undoes) or
+    "formulas" (the backward formulas too); ``solutions``: the library's bodies instead of
     stubs (an answer key that grades all done).
     """
     directory = os.path.abspath(os.fspath(directory))
@@ -96,13 +97,15 @@ def write_workspace(directory, start=None, only=None, forward=False, hints=True,
     _check_free(directory)
     parent = os.path.dirname(directory)
     os.makedirs(parent, exist_ok=True)
+    if hints not in HINTS:
+        raise ValueError(f"hints: expected one of {', '.join(HINTS)}, got {hints!r}")
     workspace = Workspace(directory, tuple(exercises), forward, hints, solutions, __version__)
     building = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(directory)}.")
     try:
         for name, text in learner_sources(exercises, forward, hints, solutions).items():
             atomic_write(os.path.join(building, os.path.basename(name)), lambda f, text=text: f.write(text),
                          mode="w")
-        readme = workspace_readme(workspace, library_dir())
+        readme = workspace_readme(workspace)
         atomic_write(os.path.join(building, "README.md"), lambda f: f.write(readme), mode="w")
         write_json(os.path.join(building, MARKER), _marker(workspace))
         _usual_permissions(building)
@@ -149,7 +152,10 @@ def load_workspace(directory):
                              f"(format {FORMAT} expected)")
     try:
         exercises = tuple(catalog.find(name) for name in data["exercises"])
-        return Workspace(directory, exercises, bool(data["forward"]), bool(data["hints"]),
+        hints = data["hints"]
+        if isinstance(hints, bool):           # workspaces written before the tiers
+            hints = "formulas" if hints else "none"
+        return Workspace(directory, exercises, bool(data["forward"]), str(hints),
                          bool(data.get("solutions", False)), str(data["npformer"]))
     except (KeyError, TypeError, ValueError) as error:
         raise WorkspaceError(f"DIR: {marker} is damaged ({error})") from None

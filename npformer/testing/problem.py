@@ -54,6 +54,7 @@ class Result:
     grads: dict = field(default_factory=dict)
     error: BaseException | None = None
     upstream: np.ndarray | None = None
+    params: tuple = ()              # which of ``grads`` are a Module's parameters (in .grad)
 
     @property
     def ok(self):
@@ -125,6 +126,8 @@ def run(build, upstream=None, repeat=1):
         G = upstream if upstream is not None else given if given is not None else upstream_like(out)
         result.upstream = np.asarray(G, np.float64)
         result.grads = _backward_grads(target, inputs, names, cache, result.upstream, repeat)
+        if is_module(target):
+            result.params = tuple(name for name, _ in target.named_parameters())
     except Exception as error:           # the implementation raised: the result says so
         result.error = error
     return result

@@ -29,9 +29,12 @@ def pair(forward, backward=None):
 
     def backward_now(d_out, cache):
         return lookup(backward)(d_out, cache)
-    forward_now.__name__, backward_now.__name__ = forward.rpartition(".")[2], backward and backward.rpartition(".")[2]
+    forward_now.__name__ = forward.rpartition(".")[2]
     forward_now.__wrapped__ = lookup(forward)       # inspect.signature sees the real parameters
-    return forward_now, (backward_now if backward else None)
+    if backward is None:
+        return forward_now, None
+    backward_now.__name__ = backward.rpartition(".")[2]
+    return forward_now, backward_now
 
 
 def _rng():

@@ -7,6 +7,7 @@ gives everything to compare at once: the output and one gradient per float input
 """
 from __future__ import annotations
 
+import os
 import traceback
 
 import numpy as np
@@ -117,6 +118,8 @@ def per_float_input(returned, args):
     (None for integers), or one per float input, or a single array for a single input."""
     if not isinstance(returned, (tuple, list)):
         returned = (returned,)
+    while len(returned) > len(args) and returned[-1] is None:      # an optional input not given
+        returned = returned[:-1]
     floats = [i for i, a in enumerate(args) if is_float_array(a)]
     if len(returned) == len(args):
         return tuple(returned[i] for i in floats)
@@ -126,10 +129,14 @@ def per_float_input(returned, args):
                      f"({len(floats)}) or one per input ({len(args)})")
 
 
+PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def describe_error(error):
     """ "ValueError: ... (in my_file.py:12, my_function)": the exception and the deepest frame
-    outside npformer."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if "/npformer/" not in f.filename]
+    outside npformer's own files."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if not os.path.abspath(f.filename).startswith(PACKAGE + os.sep)]
     where = f" (in {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}, {frames[-1].name})" \
         if frames else ""
     return f"{type(error).__name__}: {str(error)[:300]}{where}"

@@ -24,6 +24,13 @@ class Mistake:
     says: str                    # what is wrong, in one line, as a teacher would say it
     recheck: str                 # the formula line to re-check
 
+    @property
+    def qualname(self):
+        """The function's name inside its file ("softmax_backward", "MultiHeadAttention.backward")."""
+        from ..patching import ROOT, resolve
+        module = resolve(f"{ROOT}.{self.function}")[0]
+        return f"{ROOT}.{self.function}"[len(module.__name__) + 1:]
+
     def patches(self):
         """{"npformer.<function>": the wrong function}, for ``patching.patched``."""
         from ..patching import ROOT, edited

@@ -1,0 +1,117 @@
+"""Judging one exercise with ``npformer.testing``: the learner's functions patched in, alone.
+
+Three kinds of check, all with npformer's own code everywhere but the exercise's functions:
+the exercise's components on drawn inputs (``conformance``: output, every gradient, the
+properties, the smallest failing example and the catalogued mistake), its gradient-check
+cases at fixed sizes (``judge``: every gradient, ``.grad`` accumulation, the mistake or a
+generic diagnosis), and the claims about whole models (``claims``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..testing import mistakes
+from ..testing.cases import CASES
+from ..testing.components import find
+from ..testing.conformance import Checker, fixed_properties, search, smallest_failure
+from ..testing.judge import judge_case
+from ..testing.patching import patched
+from ..testing.subject import Subject, describe_error
+from . import claims
+
+EXAMPLES = 40                    # drawn inputs per component (and per search for a failing one)
+SEED = 0
+
+
+class PatchedSubject(Subject):
+    """npformer's reference of a component, run with the learner's functions patched in."""
+
+    def __init__(self, component, patches):
+        forward, backward = find(component).reference_pair()
+        super().__init__(component, forward, backward, name="yours")
+        self.patches = patches
+
+    def outcome(self, example):
+        """``Subject.outcome`` inside the patches."""
+        with patched(self.patches):
+            return super().outcome(example)
+
+    def output(self, args, options):
+        """``Subject.output`` inside the patches."""
+        with patched(self.patches):
+            return super().output(args, options)
+
+    def gradients(self, args, options, d_out):
+        """``Subject.gradients`` inside the patches."""
+        with patched(self.patches):
+            return super().gradients(args, options, d_out)
+
+
+def _mistake_json(found):
+    if found is None:
+        return None
+    return {"name": found.name, "function": found.qualname, "says": found.says, "recheck": found.recheck}
+
+
+def judge_component(name, patches, candidates):
+    """[entry] of one component on drawn inputs: each check, with its smallest failure."""
+    checker = Checker(PatchedSubject(name, patches))
+    checker.candidates = [m for m in candidates if m.function in set(find(name).functions)]
+    if search(checker.component.draw, checker.record, EXAMPLES, SEED) is not None:
+        for check in checker.results.values():
+            if check.failure is not None:
+                check.failure = smallest_failure(checker, check.name, EXAMPLES, SEED)
+    entries = []
+    for check in list(checker.results.values()) + fixed_properties(checker.subject):
+        failure = check.failure
+        entries.append({"component": name, "check": check.name, "kind": check.kind, "ok": check.passed,
+                        "examples": check.examples,
+                        "message": failure and failure.message,
+                        "mistake": failure and _mistake_json(failure.mistake),
+                        "diagnoses": failure.diagnoses if failure else [],
+                        "example": failure.example.describe() if failure and failure.example else None})
+    return entries
+
+
+def _case_entry(case, size, verdict):
+    error = verdict["error"]
+    return {"case": case, "size": size, "ok": verdict["ok"], "tensors": [
+        {k: v for k, v in t.items() if k in ("name", "message", "diagnoses")} for t in verdict["tensors"]],
+        "notes": verdict["notes"], "mistake": _mistake_json(verdict["mistake"]),
+        "error": describe_error(error) if error is not None else None}
+
+
+def judge_exercise(exercise, patches, progress=None):
+    """{"exercise", "checks": [...], "claims": [...]} of one exercise with ``patches`` in place
+    (the training task's: every component the learner wrote)."""
+    candidates = mistakes.of_functions(exercise.paths(forward=True))
+    result = {"exercise": exercise.name, "checks": [], "claims": [], "error": None}
+    for name in exercise.components:
+        _say(progress, f"{name} on drawn inputs")
+        result["checks"] += judge_component(name, patches, candidates)
+    for case, sizes in exercise.checks:
+        for size in sizes:
+            _say(progress, f"{case} (size {size})")
+            build = (lambda case=case, size=size: CASES[case](np.random.default_rng(size), size))
+            result["checks"].append(_case_entry(case, size, judge_case(build, patches, candidates)))
+    import npformer
+    for text, check in claims.of(exercise.name):
+        _say(progress, text)
+        entry = {"claim": text, "ok": False}
+        try:
+            with patched(patches):
+                entry["detail"] = check(npformer, npformer)
+            entry["ok"] = True
+        except claims.ClaimFailed as failure:
+            entry["detail"] = str(failure)
+        except Exception as error:             # noqa: BLE001 - the learner's code raised
+            entry["detail"] = f"your code raised {describe_error(error)}"
+        result["claims"].append(entry)
+    return result
+
+
+def _say(path, text):
+    """The stage now running, for the grader's progress line."""
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)

@@ -1,0 +1,169 @@
+"""Judging one fixed problem: npformer with some functions patched in, against npformer itself.
+
+The grader's checks of layers (a ``MultiHeadAttention`` with RoPE and GQA, a Pre-Norm block,
+the decoder) are the gradient-check cases (``cases.CASES``) at a few sizes, plus variants
+that reach every option. ``judge_case`` runs one with the learner's functions patched in and
+without, compares the output and every gradient, checks that two backward passes add up in
+``.grad``, and when something differs looks for the catalogued mistake that computes the
+same numbers, then for a generic diagnosis (a constant factor, a sign, a transpose, a mask,
+a sum over the wrong axis).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .compare import compare_tensor, relative_error
+from .patching import patched
+from .problem import evaluate, is_module, run
+
+MATCH = 1e-7                     # two float64 results agree when relative error is below this
+
+
+def factors_of(build):
+    """{name: value} of the constant factors a backward of this problem must not lose."""
+    target, inputs, options = build()
+    floats = [x for x in inputs if isinstance(x, np.ndarray) and np.issubdtype(x.dtype, np.floating)]
+    if is_module(target):
+        dims = [m.head_dim for m in target.modules() if hasattr(m, "head_dim")]
+        if dims:
+            return {"1/sqrt(D)": 1 / math.sqrt(dims[0])}
+    elif len(floats) >= 3 and floats[0].ndim == 4:          # q, k, v
+        return {"1/sqrt(D)": 1 / math.sqrt(floats[0].shape[-1])}
+    if len(inputs) == 2 and not np.issubdtype(np.asarray(inputs[1]).dtype, np.floating):
+        count = int((np.asarray(inputs[1]) != -100).sum())
+        return {"1/count (the mean over counted targets)": 1 / max(count, 1)}
+    if floats:
+        return {f"1/d (the mean over the {floats[0].shape[-1]} features)": 1 / floats[0].shape[-1]}
+    return {}
+
+
+def same(a, b, tol=MATCH):
+    """True when two Results agree on every output and gradient."""
+    if a.error is not None or b.error is not None or set(a.grads) != set(b.grads):
+        return False
+    for name in set(a.outputs) | set(a.grads):
+        x = a.outputs.get(name, a.grads.get(name))
+        y = b.outputs.get(name, b.grads.get(name))
+        if (x is None) != (y is None):
+            return False
+        if x is None:
+            continue
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        if x.shape != y.shape or not (np.isfinite(x).all() and np.isfinite(y).all()):
+            return False
+        if x.size and relative_error(x, y)[0] > tol:
+            return False
+    return True
+
+
+def mismatches(mine, right, factors):
+    """The output and gradients of ``mine`` that differ from ``right``: [compare_tensor dict]."""
+    found = []
+    for name, expected in right.outputs.items():
+        differs = compare_tensor(f"output {name}" if name != "out" else "output", mine.outputs.get(name),
+                                 expected, factors)
+        if differs:
+            return [differs]                    # a wrong forward makes every gradient wrong too
+    for name, expected in right.grads.items():
+        if expected is None:
+            continue
+        differs = compare_tensor(f"gradient of {name}", mine.grads.get(name), np.asarray(expected), factors)
+        if differs:
+            found.append(differs)
+    return found
+
+
+def matching_mistake(build, mine, candidates, upstream, repeat):
+    """The first catalogued mistake whose result equals ``mine`` on this problem, or None."""
+    for candidate in candidates:
+        wrong = evaluate(build, candidate.patches(), upstream, repeat)
+        if same(wrong, mine):
+            return candidate
+    return None
+
+
+def leak(build, patches, upstream, name):
+    """A diagnosis when changing the upstream gradient at one position moves ``name``'s
+    gradient where the reference's does not move (a sum or mean over the wrong axis)."""
+    if np.ndim(upstream) < 2:
+        return None
+    rng = np.random.default_rng(5)
+    leading = np.shape(upstream)[:-1]
+    for position in [(0,) * len(leading), tuple(n - 1 for n in leading)]:
+        moved = np.array(upstream)
+        moved[position] += rng.standard_normal(moved.shape[-1])
+        changes = []
+        for p in (patches, None):
+            before, after = evaluate(build, p, upstream), evaluate(build, p, moved)
+            a, b = before.grads.get(name), after.grads.get(name)
+            if a is None or b is None or np.shape(a) != np.shape(b):
+                return None
+            changes.append(np.abs(b - a) > 1e-9 * max(np.abs(a).max(initial=0), 1e-12))
+        stray = changes[0] & ~changes[1]
+        if changes[1].any() and stray.any():
+            where = tuple(int(i) for i in np.argwhere(stray)[0])
+            return (f"a sum or mean over the wrong axis: when only the upstream gradient at {position} "
+                    f"changes, your {name} also changes at {where}, which that position cannot reach "
+                    f"(check axis= and keepdims=True)")
+    return None
+
+
+def accumulation_note(once, twice):
+    """A note unless two backward passes leave twice one pass's gradient in every ``.grad``."""
+    assigned, other = [], []
+    for name in once.params:
+        g = once.grads[name]
+        g2 = twice.grads.get(name)
+        if g2 is None or np.allclose(g2, 2 * g, rtol=1e-9, atol=1e-12 * max(np.abs(g).max(initial=0), 1e-12)):
+            continue
+        (assigned if g.any() and np.allclose(g2, g, rtol=1e-9) else other).append(name)
+    if assigned:
+        names = " and ".join(f"{n}.grad" for n in assigned)
+        return (f"assigned instead of accumulated: after two backward passes {names} "
+                f"{'holds' if len(assigned) == 1 else 'hold'} one pass's gradient, not the sum of "
+                f"both; write `.grad += ...` (a layer used twice, like a tied head, must receive both)")
+    if other:
+        return (f"two backward passes should leave exactly twice one gradient in .grad, but "
+                f"{', '.join(other)} hold something else: does backward change .grad another way?")
+    return None
+
+
+def judge_case(build, patches, candidates=()):
+    """Everything about one problem: {"ok", "forward"/"tensors"/"notes", "mistake", "error"}."""
+    right = run(build)
+    if right.error is not None:                      # the case itself cannot run: npformer's bug
+        raise right.error
+    mine = evaluate(build, patches, right.upstream)
+    verdict = {"ok": False, "tensors": [], "notes": [], "mistake": None, "error": mine.error}
+    if mine.error is not None:
+        return verdict
+    verdict["tensors"] = mismatches(mine, right, factors_of(build))
+    repeat = 1
+    if not verdict["tensors"] and is_module(build()[0]):
+        twice, right_twice = evaluate(build, patches, right.upstream, 2), run(build, right.upstream, 2)
+        note = accumulation_note(mine, twice) if not same(twice, right_twice) else None
+        if note:
+            verdict["notes"].append(note)
+            mine, repeat = twice, 2
+    if verdict["tensors"] or verdict["notes"]:
+        verdict["mistake"] = matching_mistake(build, mine, candidates, right.upstream, repeat)
+        if verdict["mistake"] is None:
+            _generic(verdict, build, patches, right.upstream)
+    verdict["ok"] = not verdict["tensors"] and not verdict["notes"]
+    return verdict
+
+
+def _generic(verdict, build, patches, upstream):
+    for tensor in verdict["tensors"]:
+        name = tensor["name"]
+        if not tensor["diagnoses"] and name.startswith("gradient of "):
+            found = leak(build, patches, upstream, name[len("gradient of "):])
+            tensor["diagnoses"] = [found] if found else []
+
+
+def run_claim(check, patches, package):
+    """(ok, detail) of an exercise claim ``check(L, R)`` with the learner's functions patched in."""
+    with patched(patches):
+        return check(package, package)
