@@ -105,7 +105,8 @@ def test_top_k_alone_samples_at_temperature_one(capsys, tmp_path, text_file):
     for seed in range(3):
         code, out, err = _run(capsys, "generate", out_dir, "--prompt", "退货", "--top-k", "8",
                               "--max-new-tokens", "8", "--seed", str(seed))
-        assert code == 0 and err == ""
+        assert code == 0 and err == ("npformer generate: note: --top-k/--top-p sample, and no "
+                                     "--temperature was given: sampling at temperature 1\n")
         expected = generate(model, [tok.encode("退货")], 8, eos_id=tok.eos_id, pad_id=tok.pad_id,
                             temperature=1.0, top_k=8, rng=np.random.default_rng(seed))[0]
         assert out.strip() == "退货" + tok.decode(expected)
@@ -200,8 +201,8 @@ def test_a_first_layout_checkpoint_generates_and_resumes(capsys, tmp_path):
     from npformer.checkpoint import load_state
     old = tmp_path / "old"
     shutil.copytree(Path(__file__).parent / "data" / "checkpoint_v1_reverse", old)
-    code, out, err = _run(capsys, "generate", str(old), "--prompt", "123>", "--max-new-tokens", "3")
-    assert code == 0 and out.startswith("123> -> ") and err == ""
+    code, out, err = _run(capsys, "generate", str(old), "--prompt", "12345>", "--max-new-tokens", "3")
+    assert code == 0 and out.startswith("12345> -> ") and err == ""
     code, out, err = _run(capsys, "train", "--out", str(old), "--resume", "--steps", "5", "--no-progress")
     assert code == 0 and "resuming" in out and "at step 3 of 5" in out, err
     state = load_state(old)

@@ -4,6 +4,7 @@ question getting different answers in different contexts, and show where the
 answer position looks."""
 from __future__ import annotations
 
+import shlex
 import signal
 import time
 
@@ -22,7 +23,6 @@ from .pictures import show_in_terminal, write_plots
 
 STEPS = 800
 DATA = {"zh": "aftersales", "en": "aftersales-en"}
-TRY = {"zh": "耳机坏了，原因是进水，保修吗？", "en": "headset broke by water. warranty?"}
 
 
 def add_arguments(parser):
@@ -70,7 +70,8 @@ def run(args):
         say("")
         write_plots(args.plot, history, pictures)
     if args.out:
-        say(f"model saved to {args.out} (try: npformer generate {args.out} --prompt '{TRY[args.lang]}')")
+        say(f"model saved to {args.out} (try: npformer generate {shlex.quote(args.out)} --prompt "
+            f"{shlex.quote(data.example)})")
     say("")
     say(f"done in {time.perf_counter() - began:.1f} s (held-out accuracy {accuracy:.1%})")
     return 0
