@@ -179,20 +179,31 @@ def test_train_builtin_with_plots_and_resume(capsys, tmp_path):
     assert code == 0 and "resuming" in out and "trained 40 steps" in out
 
 
+def _assert_heldout_score(out, model_dir, lang):
+    """The demo's printed score is >= 95% and equals a recount: the saved model asked again
+    outside the demo, its answers compared with the ones the rules give."""
+    from npformer.checkpoint import load_checkpoint
+    from npformer.data import aftersales
+    from npformer.generate import generate_text
+    correct, total = map(int, re.search(r"(\d+)/(\d+) exact answers", out).groups())
+    model, tokenizer, _ = load_checkpoint(str(model_dir))
+    heldout = aftersales(lang=lang).heldout
+    answers = generate_text(model, tokenizer, [e.prompt for e in heldout], max_new_tokens=20)
+    assert total == len(heldout) and correct == sum(a == e.answer for a, e in zip(answers, heldout))
+    assert correct / total >= 0.95
+
+
 @pytest.mark.slow
 def test_demo_answers_heldout_questions(capsys, tmp_path):
-    started = time.perf_counter()
-    code, out, err = _run(capsys, "demo", "--no-progress", "--plot", str(tmp_path))
-    seconds = time.perf_counter() - started
+    code, out, err = _run(capsys, "demo", "--no-progress", "--plot", str(tmp_path),
+                          "--out", str(tmp_path / "model"))
     assert code == 0, err
-    correct, total = map(int, re.search(r"(\d+)/(\d+) exact answers", out).groups())
-    assert correct / total >= 0.95
+    _assert_heldout_score(out, tmp_path / "model", "zh")
     # the same question gets different answers in different contexts
     assert "耳机有质量问题，退货运费谁出？ -> 商家承担运费" in out
     assert "耳机不想要了，退货运费谁出？ -> 买家承担运费" in out
     assert re.search(r"layer 0: \^ 耳机有质量问题", out) and "#" in out     # the terminal heat map
     assert {"loss.png", "attention_0.png", "attention_1.png"} <= set(os.listdir(tmp_path))
-    assert seconds < 90
 
 
 def test_a_first_layout_checkpoint_generates_and_resumes(capsys, tmp_path):
@@ -212,11 +223,10 @@ def test_a_first_layout_checkpoint_generates_and_resumes(capsys, tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_in_english_answers_heldout_questions(capsys):
-    code, out, err = _run(capsys, "demo", "--lang", "en", "--steps", "500", "--no-progress")
-    assert code == 0, err
-    correct, total = map(int, re.search(r"(\d+)/(\d+) exact answers", out).groups())
-    assert correct / total >= 0.95
+def test_demo_in_english_answers_heldout_questions(capsys, tmp_path):
+    code, out, err = _run(capsys, "demo", "--lang", "en", "--no-progress", "--out", str(tmp_path))
+    assert code == 0, err                                    # the defaults, as a newcomer runs it
+    _assert_heldout_score(out, tmp_path, "en")
     assert "headset is faulty. who pays return post? -> seller pays" in out
     assert "headset not wanted. who pays return post? -> buyer pays" in out
     assert "shoes here 12 days. free return? -> no, past 7 days" in out
