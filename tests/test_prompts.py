@@ -102,3 +102,10 @@ def test_a_byte_order_mark_is_no_character(capsys, tmp_path):
     assert sorted(tokenizer.chars) == sorted(set(text))
     assert out.strip().splitlines()[-1] == (f"try: npformer generate {shlex.quote(out_dir)} "
                                             f"--prompt '{text[:12]}'")    # the text's opening
+
+
+def test_readme_shows_every_builtin_prompt():
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for name, form in PROMPT_FORMATS.items():
+        assert re.search(rf"^\| `{re.escape(name)}` \|.*`{re.escape(form.example)}`", readme, re.M), name
