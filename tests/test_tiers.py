@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import CROSSCHECK_INSTALL
+from crosscheck_packages import INSTALL as CROSSCHECK_INSTALL
 
 REPO = Path(__file__).resolve().parents[1]
 
