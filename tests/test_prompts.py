@@ -62,7 +62,8 @@ def test_train_ends_with_a_prompt_to_try_and_the_answer_ends_by_itself(capsys, r
     code, out, err = _run(capsys, "train", "--out", reverse_run, "--resume", "--steps", "301",
                           "--no-progress")
     assert code == 0, err
-    assert out.strip().splitlines()[-1] == f"try: npformer generate {shlex.quote(reverse_run)} --prompt '12345>'"
+    last = out.strip().splitlines()[-1]
+    assert last == f"try: npformer generate {shlex.quote(reverse_run)} --prompt '12345>'"
     code, out, err = _run(capsys, "generate", reverse_run, "--prompt", "12345>", "--prompt", "90210>")
     assert code == 0 and out.splitlines() == ["12345> -> 54321", "90210> -> 01209"]
     assert err == ""                           # the answers ended with <eos>: nothing was cut
