@@ -1,14 +1,16 @@
 """npformer against PyTorch CPU eager, each in its own process: ``python -m benchmarks``.
 
     python -m benchmarks              # everything (< 10 minutes on 2 cores): results/latest.md
-    python -m benchmarks --quick      # the tiny shapes, seconds (what the test runs): quick.md
+    python -m benchmarks --quick      # the tiny shapes, seconds (what the test runs): results/quick/
     python -m benchmarks --configs small medium --no-growth
 
 Three worker processes run side by side, each kept alive and told through a pipe to run
 one round at a time: npformer on the fast track, npformer on the plain track, and the
 PyTorch reference (``torch_reference.py``). The rounds alternate between them. Each
 OpenBLAS setting of the run (the environment's variables as they are, and both
-unset) gets its own set of workers. The report (Markdown and JSON) goes to ``--output``.
+unset) gets its own set of workers. The report (Markdown and JSON) goes to ``--output``:
+by default ``results/`` (committed), or ``results/quick/`` with ``--quick`` (git ignores it:
+a smoke run is not a measurement to keep).
 """
 from __future__ import annotations
 
@@ -49,7 +51,8 @@ def parse(argv):
                         help="configs to time (default: all; --quick: tiny)")
     parser.add_argument("--threads", type=int,
                         help="threads per library (default: the number of CPUs; --quick: 1)")
-    parser.add_argument("--output", type=Path, default=HERE / "results", help="directory for the report")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="directory for the report (default results/; --quick: results/quick/)")
     parser.add_argument("--no-torch", action="store_true", help="npformer only (no PyTorch worker)")
     parser.add_argument("--no-growth", action="store_true", help="skip the sweeps, decoding and attention")
     parser.add_argument("--warmup", type=float, help="warm-up seconds per process and workload (1.5)")
@@ -102,6 +105,11 @@ def write(results, output, stem):
     return text
 
 
+def default_output(quick):
+    """Where the report goes without --output: results/, or results/quick/ (ignored by git)."""
+    return HERE / "results" / "quick" if quick else HERE / "results"
+
+
 def main(argv=None):
     """Run the benchmark; exit status 0, 1 (a worker failed) or 2 (usage)."""
     args = parse(argv)
@@ -111,6 +119,8 @@ def main(argv=None):
         print(f"python -m benchmarks: {error}", file=sys.stderr)
         return 2
     stem = "quick" if args.quick else "latest"
+    if args.output is None:
+        args.output = default_output(args.quick)
     args.output.mkdir(parents=True, exist_ok=True)
     log = Log(sys.stderr)
     try:

@@ -13,8 +13,10 @@ sequence's next token is written in the same column:
     <pad> <pad> 你 好 ？      key_mask F F T T T, positions 0 0 0 1 2
     我  买  的  手 机 ？      key_mask T T T T T, positions 0 1 2 3 4
 Each row's first real token gets position 0, exactly as if it ran alone.
-No model runs past its ``max_len`` positions: generation stops there (with
-``return_logits=True`` the result says which rows did).
+No model reads more than its ``max_len`` positions: the id chosen from the last
+of them is the final one a row can get, so prompt + new ids hold at most
+``max_len + 1`` ids, as long as the training sequences (with ``return_logits=True``
+the result says which rows were cut there).
 With ``use_cache`` the prompt runs once and each new token reads the stored
 keys and values (KV cache); ``use_cache=False`` recomputes the whole sequence
 at every step, which must give the same tokens (and is slower).
@@ -108,7 +110,7 @@ class Generation(NamedTuple):
     ``ids``: the new ids (cut before the first ``eos_id``); ``logits``: a float array
     [len(ids), V], row t the logits id t was chosen from (before temperature, top-k
     or top-p); ``hit_max_len``: True where the row stopped because the model's
-    ``max_len`` positions were used up.
+    ``max_len`` positions were used up before the row chose ``eos_id``.
     """
 
     ids: list
@@ -141,8 +143,8 @@ def generate(model, prompts, max_new_tokens, eos_id=None, pad_id=0, temperature=
     Returns one list of new ids per prompt, cut before the first ``eos_id``
     (which is not included). ``temperature=0`` is greedy; otherwise sampling
     (with optional ``top_k``/``top_p``) from ``rng``. ``use_cache=False`` recomputes
-    the full sequence each step instead of reading the KV cache. A row stops when
-    prompt + new ids fill the model's ``max_len`` positions. ``return_logits=True``
+    the full sequence each step instead of reading the KV cache. A row stops after the id
+    chosen from the model's last position (prompt + new ids = ``max_len + 1``). ``return_logits=True``
     returns a ``Generation``: the ids, each step's logits, which rows hit ``max_len``.
     """
     if max_new_tokens < 1:
@@ -151,10 +153,10 @@ def generate(model, prompts, max_new_tokens, eos_id=None, pad_id=0, temperature=
     ids, key_mask, positions = left_pad([list(p) for p in prompts], pad_id)
     B, P = ids.shape
     lengths = key_mask.sum(axis=1)                                    # real tokens per row
-    room = model.config.max_len - lengths                             # new ids each row may add
-    if room.min() < 1:
+    room = model.config.max_len + 1 - lengths                         # new ids each row may add
+    if lengths.max() > model.config.max_len:
         raise ValueError(f"prompts: prompt {int(room.argmin())} has {int(lengths.max())} ids but "
-                         f"the model's max_len is {model.config.max_len}; no room to generate")
+                         f"the model reads at most max_len={model.config.max_len} positions")
     steps = int(min(max_new_tokens, room.max()))
     out = np.full((B, steps), -1, dtype=np.int64)                     # -1: nothing generated
     scores = []                                                       # logits of each step [B, V]

@@ -7,6 +7,7 @@ table, the fitted exponents and the FLOP formula.
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +91,15 @@ def test_flop_formula_counts_the_matmuls():
     cfg = dict(vocab=10, d=4, layers=1, heads=2, seq=3, batch=2)
     # qkv 4x12, out 4x4, up 4x16, down 16x4, head 4x10 -> 48 + 16 + 64 + 64 + 40 = 232 weights
     assert forward_flops(cfg) == 2 * 6 * 232 + 4 * 2 * 9 * 4 * 1
+
+
+def test_a_quick_run_writes_where_git_ignores_it():
+    from benchmarks.run import default_output
+    repo = Path(__file__).resolve().parents[1]
+    if shutil.which("git") is None or not (repo / ".git").exists():
+        pytest.skip("not a git checkout: nothing to ignore files")
+    quick = default_output(quick=True) / "quick.md"
+    latest = default_output(quick=False) / "latest.md"
+    ignored = [subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=repo).returncode == 0
+               for path in (quick, latest)]
+    assert ignored == [True, False]           # the smoke run is ignored, the measured run is kept

@@ -105,7 +105,8 @@ def test_top_k_alone_samples_at_temperature_one(capsys, tmp_path, text_file):
     for seed in range(3):
         code, out, err = _run(capsys, "generate", out_dir, "--prompt", "退货", "--top-k", "8",
                               "--max-new-tokens", "8", "--seed", str(seed))
-        assert code == 0 and err == ""
+        assert code == 0 and err == ("npformer generate: note: --top-k/--top-p sample, and no "
+                                     "--temperature was given: sampling at temperature 1\n")
         expected = generate(model, [tok.encode("退货")], 8, eos_id=tok.eos_id, pad_id=tok.pad_id,
                             temperature=1.0, top_k=8, rng=np.random.default_rng(seed))[0]
         assert out.strip() == "退货" + tok.decode(expected)
@@ -178,20 +179,31 @@ def test_train_builtin_with_plots_and_resume(capsys, tmp_path):
     assert code == 0 and "resuming" in out and "trained 40 steps" in out
 
 
+def _assert_heldout_score(out, model_dir, lang):
+    """The demo's printed score is >= 95% and equals a recount: the saved model asked again
+    outside the demo, its answers compared with the ones the rules give."""
+    from npformer import load_checkpoint
+    from npformer.training.data import aftersales
+    from npformer import generate_text
+    correct, total = map(int, re.search(r"(\d+)/(\d+) exact answers", out).groups())
+    model, tokenizer, _ = load_checkpoint(str(model_dir))
+    heldout = aftersales(lang=lang).heldout
+    answers = generate_text(model, tokenizer, [e.prompt for e in heldout], max_new_tokens=20)
+    assert total == len(heldout) and correct == sum(a == e.answer for a, e in zip(answers, heldout))
+    assert correct / total >= 0.95
+
+
 @pytest.mark.slow
 def test_demo_answers_heldout_questions(capsys, tmp_path):
-    started = time.perf_counter()
-    code, out, err = _run(capsys, "demo", "--no-progress", "--plot", str(tmp_path))
-    seconds = time.perf_counter() - started
+    code, out, err = _run(capsys, "demo", "--no-progress", "--plot", str(tmp_path),
+                          "--out", str(tmp_path / "model"))
     assert code == 0, err
-    correct, total = map(int, re.search(r"(\d+)/(\d+) exact answers", out).groups())
-    assert correct / total >= 0.95
+    _assert_heldout_score(out, tmp_path / "model", "zh")
     # the same question gets different answers in different contexts
     assert "耳机有质量问题，退货运费谁出？ -> 商家承担运费" in out
     assert "耳机不想要了，退货运费谁出？ -> 买家承担运费" in out
     assert re.search(r"layer 0: \^ 耳机有质量问题", out) and "#" in out     # the terminal heat map
     assert {"loss.png", "attention_0.png", "attention_1.png"} <= set(os.listdir(tmp_path))
-    assert seconds < 90
 
 
 def test_a_first_layout_checkpoint_generates_and_resumes(capsys, tmp_path):
@@ -200,8 +212,8 @@ def test_a_first_layout_checkpoint_generates_and_resumes(capsys, tmp_path):
     from npformer.files.checkpoint import load_state
     old = tmp_path / "old"
     shutil.copytree(Path(__file__).parent / "data" / "checkpoint_v1_reverse", old)
-    code, out, err = _run(capsys, "generate", str(old), "--prompt", "123>", "--max-new-tokens", "3")
-    assert code == 0 and out.startswith("123> -> ") and err == ""
+    code, out, err = _run(capsys, "generate", str(old), "--prompt", "12345>", "--max-new-tokens", "3")
+    assert code == 0 and out.startswith("12345> -> ") and err == ""
     code, out, err = _run(capsys, "train", "--out", str(old), "--resume", "--steps", "5", "--no-progress")
     assert code == 0 and "resuming" in out and "at step 3 of 5" in out, err
     state = load_state(old)
@@ -211,11 +223,10 @@ def test_a_first_layout_checkpoint_generates_and_resumes(capsys, tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_in_english_answers_heldout_questions(capsys):
-    code, out, err = _run(capsys, "demo", "--lang", "en", "--steps", "500", "--no-progress")
-    assert code == 0, err
-    correct, total = map(int, re.search(r"(\d+)/(\d+) exact answers", out).groups())
-    assert correct / total >= 0.95
+def test_demo_in_english_answers_heldout_questions(capsys, tmp_path):
+    code, out, err = _run(capsys, "demo", "--lang", "en", "--no-progress", "--out", str(tmp_path))
+    assert code == 0, err                                    # the defaults, as a newcomer runs it
+    _assert_heldout_score(out, tmp_path, "en")
     assert "headset is faulty. who pays return post? -> seller pays" in out
     assert "headset not wanted. who pays return post? -> buyer pays" in out
     assert "shoes here 12 days. free return? -> no, past 7 days" in out

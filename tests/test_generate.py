@@ -136,9 +136,10 @@ def test_stops_at_eos_and_seeded():
 def test_generation_respects_max_len():
     model = _model("gpt2")
     out = generate(model, [[1] * 20], 50, pad_id=0)
-    assert len(out[0]) == 24 - 20
+    assert len(out[0]) == 24 - 20 + 1         # the model reads 24 ids and chooses a 25th
+    assert len(generate(model, [[1] * 24], 5, pad_id=0)[0]) == 1
     with pytest.raises(ValueError, match="max_len"):
-        generate(model, [[1] * 24], 5, pad_id=0)
+        generate(model, [[1] * 25], 5, pad_id=0)
 
 
 def test_bad_sampling_options():
@@ -192,13 +193,24 @@ def test_no_model_runs_past_max_len_and_each_row_has_its_own_room(kind):
     model = _model(kind)                                 # max_len 24
     long, short = [1] * 20, [2] * 3
     result = generate(model, [long, short], 30, pad_id=0, return_logits=True)
-    assert [len(ids) for ids in result.ids] == [24 - 20, 24 - 3]   # prompt + new ids fill 24 exactly
+    # the last new id is chosen from position 24: prompt + new ids = 25, a training sequence's length
+    assert [len(ids) for ids in result.ids] == [25 - 20, 25 - 3]
     assert result.hit_max_len == [True, True]
     assert generate(model, [short], 30, pad_id=0) == [result.ids[1]]   # as if it ran alone
-    result = generate(model, [long], 4, pad_id=0, return_logits=True)
-    assert len(result.ids[0]) == 4 and result.hit_max_len == [False]   # asked for exactly the room
+    result = generate(model, [long], 5, pad_id=0, return_logits=True)
+    assert len(result.ids[0]) == 5 and result.hit_max_len == [False]   # asked for exactly the room
     with pytest.raises(ValueError, match="max_len"):
-        generate(model, [short, [1] * 24], 5, pad_id=0)
+        generate(model, [short, [1] * 25], 5, pad_id=0)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_an_end_token_in_the_last_slot_is_not_a_cut(kind):
+    model, prompt = _model(kind, seed=2), [(3 * i + 2) % 23 for i in range(20)]   # max_len 24
+    free = generate(model, [prompt], 30, pad_id=0)[0]    # 5 ids, the last from position 24
+    eos = free[-1]                                       # call the last one the end token
+    assert len(free) == 5 and eos not in free[:-1]
+    result = generate(model, [prompt], 30, eos_id=eos, pad_id=0, return_logits=True)
+    assert result.ids == [free[:-1]] and result.hit_max_len == [False]
 
 
 @pytest.mark.parametrize("options, pattern", [

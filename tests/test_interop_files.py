@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-pytest.importorskip("safetensors")
+pytest.importorskip("safetensors", reason="reading .safetensors files needs safetensors: pip install '.[hf]'")
 
 import npformer.files.checkpoint  # noqa: E402
 import npformer.interop as interop  # noqa: E402

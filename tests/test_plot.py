@@ -47,3 +47,23 @@ def test_attention_png_stores_the_question(tmp_path):
     weights = np.random.default_rng(0).dirichlet(np.ones(4), size=(2, 4))
     path = plot_attention(list("^退货？"), weights, tmp_path / "a.png", question="退货？")
     assert Image.open(path).info["Description"] == "退货？"
+
+
+def test_attention_png_shows_the_characters_of_the_question(tmp_path):
+    pytest.importorskip("matplotlib", reason="the PNGs need the plot extra: pip install '.[plot]'")
+    pytest.importorskip("noto_cjk_sans_otc", reason="the PNGs need the plot extra: pip install '.[plot]'")
+    import warnings
+    import matplotlib.pyplot as plt
+    from npformer.cli.plot import attention_figure
+    chars = list("^耳机有质量问题，退货运费谁出？")
+    weights = np.random.default_rng(0).dirichlet(np.ones(len(chars)), size=(2, len(chars)))
+    fig = attention_figure(chars, weights, question="".join(chars[1:]))
+    for ax in fig.axes[:2]:                              # one map per layer (then the colour bar)
+        assert [t.get_text() for t in ax.get_xticklabels()] == chars
+        assert [t.get_text() for t in ax.get_yticklabels()] == chars
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.savefig(tmp_path / "a.png", dpi=120)         # drawing the labels needs every glyph
+    plt.close(fig)
+    missing = [str(w.message) for w in caught if "missing from font" in str(w.message)]
+    assert missing == []

@@ -455,26 +455,32 @@ def test_folder_found_from_the_current_directory_when_the_package_is_elsewhere(m
 
 @pytest.mark.slow
 def test_non_editable_install(tmp_path):
-    """pip-install a copy of the package (not editable), then run the command from outside and inside the repo."""
+    """pip-install a copy of the repository (not editable), then run the examples from elsewhere."""
     source = tmp_path / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(REPO / name, source / name)
-    shutil.copytree(REPO / "npformer", source / "npformer",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for folder in ("npformer", "worked_examples"):
+        shutil.copytree(REPO / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     site = tmp_path / "site"
     install = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                              "--no-build-isolation", "--target", str(site), str(source)],
+                              "--target", str(site), str(source)],
                              capture_output=True, text=True, timeout=300)
     if install.returncode != 0:
         pytest.skip(f"could not build the package here: {install.stderr[-300:]}")
+    shipped = sorted(p.name for p in (site / "npformer" / "worked_examples").glob("[0-9][0-9]_*.py"))
+    assert shipped == sorted(p.name for p in FOLDER.glob("[0-9][0-9]_*.py"))
+    assert (site / "npformer" / "worked_examples" / "CLAIMS.md").is_file()
     env = {**os.environ, "PYTHONPATH": str(site)}
     command = [sys.executable, "-P", "-c", "import sys, npformer.cli as c; "
                "assert c.__file__.startswith(sys.argv[1]), c.__file__; "
-               "sys.exit(c.main(['examples', '--list']))", str(site)]
-    outside = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
-    assert outside.returncode == 2, outside.stderr
-    assert "worked_examples/ folder was not found" in outside.stderr
-    inside = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
-    assert inside.returncode == 0, inside.stderr
-    assert "attention_by_hand" in inside.stdout
+               "sys.exit(c.main(sys.argv[2:]))", str(site)]
+    elsewhere = tmp_path / "elsewhere"                 # no clone in it nor above it
+    elsewhere.mkdir()
+    listed = subprocess.run(command + ["examples", "--list"], capture_output=True, text=True,
+                            cwd=elsewhere, env=env, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert "attention_by_hand" in listed.stdout
+    ran = subprocess.run(command + ["examples", "2"], capture_output=True, text=True, cwd=elsewhere,
+                         env=env, timeout=120)
+    assert ran.returncode == 0 and "[1.340, 1.321]" in ran.stdout, ran.stderr

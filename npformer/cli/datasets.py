@@ -1,13 +1,15 @@
 """The data a run trains on, from the spec saved in its checkpoint: a built-in set
-(``aftersales``, ``aftersales-en``, ``reverse``, ``add``) or a UTF-8 text file."""
+(``aftersales``, ``aftersales-en``, ``reverse``, ``add``) or a UTF-8 text file; and what
+a prompt of each built-in set looks like (``PROMPT_FORMATS``)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..training.data import (ExampleSource, TextSource, addition_task, aftersales,
+from ..training.data import (LANGUAGES, ExampleSource, TextSource, addition_task, aftersales,
                              aftersales_corpus, encode_examples, reverse_task)
 from ..training.tokenizer import CharTokenizer
 from ..training.loop import answer_accuracy, evaluate_loss
@@ -25,6 +27,49 @@ class Prepared(NamedTuple):
     heldout: list | None           # held-out Examples (built-in sets only)
     probe: str                     # a prompt whose attention the plots show
     bos: bool                      # prompts start with <bos> (built-in sets) or not (text)
+    example: str                   # a prompt to try with ``npformer generate``
+
+
+class PromptFormat(NamedTuple):
+    """What a prompt of a built-in set looks like, what its answer is, and one to try."""
+
+    form: str                      # the prompt in words, for --help and for notes
+    answer: str                    # the answer in words
+    pattern: re.Pattern            # every prompt of the set matches it in full
+    example: str
+
+
+def _question_forms(lang):
+    """A pattern matching every phrasing of the after-sales templates, any item and value."""
+    _, templates = LANGUAGES[lang]
+    forms = [re.escape(phrasing).replace(re.escape("{item}"), ".+").replace(re.escape("{value}"), ".+")
+             for spec in templates.values() for phrasing in spec["phrasings"]]
+    return re.compile("|".join(forms))
+
+
+PROMPT_FORMATS = {
+    "aftersales": PromptFormat("a question in the form of a Chinese template",
+                               "its rule's reply (不在保修范围)", _question_forms("zh"),
+                               "耳机坏了，原因是进水，保修吗？"),
+    "aftersales-en": PromptFormat("a question in the form of an English template",
+                                  "its rule's reply (not covered)", _question_forms("en"),
+                                  "headset broke by water. warranty?"),
+    "reverse": PromptFormat("five digits, then '>'", "the digits reversed (54321)",
+                            re.compile(r"[0-9]{5}>"), "12345>"),
+    "add": PromptFormat("two two-digit numbers (07 for 7), '+' and '='",
+                        "the sum in three digits, written backwards (580, for 085)",
+                        re.compile(r"[0-9]{2}\+[0-9]{2}="), "27+58="),
+}
+
+
+def prompt_note(spec, prompt):
+    """The one-line note a prompt gets when it cannot belong to the run's built-in set, else None."""
+    name = spec.get("data")
+    form = PROMPT_FORMATS.get(name)
+    if form is None or form.pattern.fullmatch(prompt):
+        return None
+    return (f"--prompt {prompt!r} is not a prompt of {name} ({form.form}, e.g. {form.example!r}), "
+            f"the only kind its model was trained on")
 
 
 def read_text_file(path):
@@ -43,6 +88,7 @@ def read_text_file(path):
     except UnicodeDecodeError as error:
         raise UsageError(f"--text: {path} is not UTF-8 text (byte 0x{raw[error.start]:02x} at "
                          f"offset {error.start})") from None
+    text = text.removeprefix("\ufeff")     # a byte-order mark, as some editors write: no character
     if not text.strip():
         raise UsageError(f"--text: {path} is empty")
     return text, hashlib.sha256(raw).hexdigest()
@@ -81,7 +127,8 @@ def prepare(spec, tokenizer=None, checkpoint_dir=None):
         accuracy, _ = answer_accuracy(model, tokenizer, heldout)
         return {"heldout_loss": evaluate_loss(model, held_source.batches(256)),
                 "heldout_accuracy": accuracy}
-    return Prepared(source, tokenizer, evaluate, heldout, heldout[0].prompt, True)
+    return Prepared(source, tokenizer, evaluate, heldout, heldout[0].prompt, True,
+                    PROMPT_FORMATS[spec["data"]].example)
 
 
 def _prepare_text(spec, tokenizer, checkpoint_dir):
@@ -112,4 +159,5 @@ def _prepare_text(spec, tokenizer, checkpoint_dir):
         batch = held.sample(np.random.default_rng(0), 16)
         return {"heldout_loss": evaluate_loss(model, [batch])}
     probe = text[cut - 1:][:min(spec["seq_len"], 24)] if held is not None else text[:min(spec["seq_len"], 24)]
-    return Prepared(source, tokenizer, evaluate, None, probe, False)
+    opening = text.strip().splitlines()[0][:12]
+    return Prepared(source, tokenizer, evaluate, None, probe, False, opening)

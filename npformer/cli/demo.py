@@ -1,9 +1,19 @@
 """``npformer demo``: train a small GPT-2-style decoder on the built-in after-sales
 questions (Chinese, or English with ``--lang en``), answer held-out ones, show one
 question getting different answers in different contexts, and show where the
-answer position looks."""
+answer position looks.
+
+The decoder reads positions with RoPE, not GPT-2's learned table. An answer starts
+wherever its question ends, so with a learned table the model must learn each answer at
+each start position separately, and a held-out question puts a known answer at a start
+it has rarely seen there. English spells every word letter by letter, which spreads the
+starts about twice as wide as Chinese: with learned positions the English demo got 1 to
+9 of its 152 held-out answers wrong (seeds 0 to 5), often by beginning an answer a few
+letters in ("fuse parcel" for "refuse parcel"). RoPE's scores depend only on the offset
+between two positions, which is the same wherever the answer starts."""
 from __future__ import annotations
 
+import shlex
 import signal
 import time
 
@@ -23,7 +33,6 @@ from .pictures import show_in_terminal, write_plots
 
 STEPS = 800
 DATA = {"zh": "aftersales", "en": "aftersales-en"}
-TRY = {"zh": "耳机坏了，原因是进水，保修吗？", "en": "headset broke by water. warranty?"}
 
 
 def add_arguments(parser):
@@ -71,7 +80,8 @@ def run(args):
         say("")
         write_plots(args.plot, history, pictures)
     if args.out:
-        say(f"model saved to {args.out} (try: npformer generate {args.out} --prompt '{TRY[args.lang]}')")
+        say(f"model saved to {args.out} (try: npformer generate {shlex.quote(args.out)} --prompt "
+            f"{shlex.quote(data.example)})")
     say("")
     say(f"done in {time.perf_counter() - began:.1f} s (held-out accuracy {accuracy:.1%})")
     return 0
@@ -81,15 +91,15 @@ def _describe(data, seed):
     """Build the model and say what the data and the model are."""
     tokenizer = data.tokenizer
     config = DecoderConfig.gpt2(vocab_size=tokenizer.vocab_size, d_model=64, n_heads=4, n_layers=2,
-                                max_len=data.source.max_len)
+                                max_len=data.source.max_len, positions="rope")
     model = DecoderLM(config, np.random.default_rng(seed))
     say(f"built-in after-sales data: {len(data.source.ids)} training questions from "
         f"{len(TEMPLATES)} templates; {len(data.heldout)} held-out questions whose (item, context) "
         f"combination never occurs in training")
     say(f"char tokenizer: {tokenizer.vocab_size} ids ({len(tokenizer.chars)} characters + "
         f"<pad> <bos> <eos> <unk>)")
-    say(f"model: GPT-2-style decoder, d={config.d_model}, {config.n_heads} heads, "
-        f"{config.n_layers} layers, {model.num_parameters():,} parameters, float32, "
+    say(f"model: GPT-2-style decoder with rotary positions (RoPE), d={config.d_model}, "
+        f"{config.n_heads} heads, {config.n_layers} layers, {model.num_parameters():,} parameters, float32, "
         f"every gradient from the hand-written backward")
     return model
 

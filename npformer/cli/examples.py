@@ -13,8 +13,8 @@ def add_arguments(parser):
                         "(rope); default: run them all")
     parser.add_argument("--list", action="store_true",
                         help="list the examples (or the one named) instead of running them")
-    parser.add_argument("--dir", default=None, help=f"the {FOLDER}/ folder (default: beside "
-                        "the package, else the current directory or a parent)")
+    parser.add_argument("--dir", default=None, help=f"the {FOLDER}/ folder (default: the "
+                        "package's copy, else the current directory or a parent)")
 
 
 def run(args):
@@ -25,8 +25,9 @@ def run(args):
     except ExampleNotFound as error:
         raise UsageError(str(error)) from None
     if args.list:
+        width = max(len(example.name) for example in chosen)
         for example in chosen:
-            print(f"{example.number:02d}  {example.name:28} {example.summary()}")
+            print(f"{example.number:02d}  {example.name:{width}}  {example.summary()}")
         return 0
     for example in chosen:
         run_example(example)

@@ -1,23 +1,42 @@
 """``npformer generate``: continue prompts from a checkpoint, greedy or sampled.
 
 Greedy by default. ``--temperature T`` samples; ``--top-k``/``--top-p`` alone imply
-sampling at temperature 1 (they only mean something when sampling), and with an
-explicit ``--temperature 0`` they are refused. Generation never runs past the
-model's ``max_len`` positions; when it stops there, a note on stderr says so.
+sampling at temperature 1 (they only mean something when sampling; a note says so), and
+with an explicit ``--temperature 0`` they are refused. A built-in task's model stops
+at its end token; a prompt not in the task's form gets a note (``PROMPT_FORMATS``). The
+model reads at most ``max_len`` positions; a continuation cut there gets a note too.
+Notes are one line each on stderr.
 """
 from __future__ import annotations
 
+import argparse
 import sys
+import textwrap
 
 import numpy as np
 
 from ..files.checkpoint import CheckpointError, load_checkpoint
 from ..t12_generate import generate
 from .common import UsageError, positive_int, probability, seed, temperature
+from .datasets import PROMPT_FORMATS, prompt_note
+
+
+def _formats_help():
+    """The epilog of ``--help``: the prompts each built-in set's model was trained on."""
+    width = max(len(name) for name in PROMPT_FORMATS) + 2
+    lines = ["prompts: a model trained on built-in data answers only prompts of its set's form"]
+    for name, form in PROMPT_FORMATS.items():
+        entry = f"{name:{width}}'{form.example}': {form.form}; answers {form.answer}"
+        lines.append(textwrap.fill(entry, width=88, initial_indent="  ",
+                                   subsequent_indent=" " * (width + 2)))
+    lines.append(f"  {'--text':{width}}any text made of the training file's characters")
+    return "\n".join(lines)
 
 
 def add_arguments(parser):
     """Options of ``npformer generate``."""
+    parser.epilog = _formats_help()
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("checkpoint", help="checkpoint directory written by npformer train/demo")
     parser.add_argument("--prompt", action="append", required=True,
                         help="text to continue (repeat for a batch)")
@@ -34,6 +53,11 @@ def add_arguments(parser):
                              "(implies --temperature 1 if none is given)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of the sampling, >= 0 (default 0)")
     parser.add_argument("--no-cache", action="store_true", help="recompute everything each step")
+
+
+def note(text):
+    """One line on stderr that is not an error."""
+    print(f"npformer generate: note: {text}", file=sys.stderr)
 
 
 def sampling_temperature(args):
@@ -54,19 +78,15 @@ def run(args):
         model, tokenizer, state = load_checkpoint(args.checkpoint)
     except CheckpointError as error:
         raise UsageError(str(error)) from None
-    with_bos = state.get("data_spec", {}).get("data") != "text"
-    prompts = []
+    spec = state.get("data_spec", {})
+    with_bos = spec.get("data") != "text"
+    prompts = _encode(args.prompt, tokenizer, with_bos, model.config.max_len)
     for text in args.prompt:
-        if not text:
-            raise UsageError("--prompt: expected a non-empty prompt")
-        try:
-            prompts.append(tokenizer.encode(text, bos=with_bos))
-        except ValueError as error:
-            raise UsageError(f"--prompt: {error}") from None
-    longest = max(len(p) for p in prompts)
-    if longest >= model.config.max_len:
-        raise UsageError(f"--prompt: {longest} tokens leave no room in the model's "
-                         f"{model.config.max_len} positions")
+        remark = prompt_note(spec, text)
+        if remark:
+            note(remark)
+    if args.temperature is None and t > 0:
+        note("--top-k/--top-p sample, and no --temperature was given: sampling at temperature 1")
     result = generate(model, prompts, args.max_new_tokens, eos_id=tokenizer.eos_id,
                       pad_id=tokenizer.pad_id, temperature=t, top_k=args.top_k, top_p=args.top_p,
                       rng=np.random.default_rng(args.seed), use_cache=not args.no_cache,
@@ -75,7 +95,26 @@ def run(args):
         print(f"{text} -> {tokenizer.decode(ids)}" if with_bos else f"{text}{tokenizer.decode(ids)}")
     stopped = sum(result.hit_max_len)
     if stopped:
-        print(f"npformer generate: note: {stopped} of {len(prompts)} continuations stopped at the "
-              f"model's limit of {model.config.max_len} positions ({longest} taken by the longest "
-              f"prompt), before --max-new-tokens {args.max_new_tokens}", file=sys.stderr)
+        longest = max(len(p) for p in prompts)
+        note(f"{stopped} of {len(prompts)} continuations stopped at the model's limit of "
+             f"{model.config.max_len} positions, cut before their end (the longest prompt takes "
+             f"{longest}, leaving {model.config.max_len + 1 - longest} new tokens), before "
+             f"--max-new-tokens {args.max_new_tokens}")
     return 0
+
+
+def _encode(texts, tokenizer, with_bos, max_len):
+    """The prompts as ids; a UsageError for an empty one, an unknown character, or one too long."""
+    prompts = []
+    for text in texts:
+        if not text:
+            raise UsageError("--prompt: expected a non-empty prompt")
+        try:
+            prompts.append(tokenizer.encode(text, bos=with_bos))
+        except ValueError as error:
+            raise UsageError(f"--prompt: {error}") from None
+    longest = max(len(p) for p in prompts)
+    if longest > max_len:
+        raise UsageError(f"--prompt: {longest} tokens leave no room in the model's "
+                         f"{max_len} positions")
+    return prompts

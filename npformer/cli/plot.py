@@ -2,6 +2,12 @@
 (with the optional ``plot`` extra, matplotlib) PNG files of the loss curve and
 attention heat maps.
 
+The PNGs label their axes with the question's characters. Chinese needs a font with
+Chinese glyphs, which many machines lack (matplotlib's own DejaVu Sans has none), so the
+``plot`` extra brings one: Noto Sans CJK (SIL Open Font License 1.1, which allows
+bundling it with software) in the ``noto-cjk-sans-otc`` package. A CJK font the machine
+already has comes first; with neither, the axes are numbered by position.
+
 The terminal map needs nothing: each character of the question is printed with
 a mark below it, darker where the chosen position looked more. Every character
 gets a slot as wide as the widest one (2 cells as soon as there is a Chinese
@@ -17,7 +23,7 @@ import unicodedata
 import numpy as np
 
 SHADES = " .:=#"          # light to dark, one cell wide everywhere
-INSTALL_HINT = "pip install 'npformer[plot]' (or: pip install matplotlib)"
+INSTALL_HINT = "pip install 'npformer[plot]' (or: pip install matplotlib noto-cjk-sans-otc)"
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
              "WenQuanYi Micro Hei", "SimHei", "Microsoft YaHei", "PingFang SC", "Heiti SC",
              "AR PL UMing CN", "Droid Sans Fallback")
@@ -73,10 +79,30 @@ def require_matplotlib():
 
 
 def _cjk_font():
-    """The name of an installed font with Chinese glyphs, or None."""
+    """The name of a font with Chinese glyphs: one the machine has, else the ``plot`` extra's
+    Noto Sans CJK (registered with matplotlib for this process), else None."""
     from matplotlib import font_manager
     installed = {f.name for f in font_manager.fontManager.ttflist}
-    return next((name for name in CJK_FONTS if name in installed), None)
+    found = next((name for name in CJK_FONTS if name in installed), None)
+    path = _extra_font_path()
+    if found is None and path is not None:
+        font_manager.fontManager.addfont(path)      # each face of the collection, by its name
+        installed = {f.name for f in font_manager.fontManager.ttflist if f.fname == path}
+        # the Simplified Chinese face; a matplotlib that reads only a collection's first face
+        # gets the Japanese one, which has the same characters in Japanese forms
+        found = next((name for name in ("Noto Sans CJK SC", "Noto Sans CJK JP") if name in installed),
+                     None)
+    return found
+
+
+def _extra_font_path():
+    """The file of the ``plot`` extra's Noto Sans CJK collection, or None if not installed."""
+    try:
+        import noto_cjk_sans_otc
+    except ImportError:
+        return None
+    path = os.path.join(os.path.dirname(noto_cjk_sans_otc.__file__), "NotoSansCJK-Regular.ttc")
+    return path if os.path.isfile(path) else None
 
 
 def plot_loss(history, path, title="training loss"):
@@ -111,11 +137,21 @@ def _drawable(text, font):
 
 
 def plot_attention(chars, weights, path, question="", what="attention, mean over heads"):
+    """Write the heat maps of ``attention_figure`` to the PNG ``path``, the question also
+    in its metadata; returns ``path``."""
+    plt = require_matplotlib()
+    fig = attention_figure(chars, weights, question, what)
+    fig.savefig(path, dpi=120, metadata={"Description": question or what})
+    plt.close(fig)
+    return path
+
+
+def attention_figure(chars, weights, question="", what="attention, mean over heads"):
     """Heat maps of attention ``weights`` [layers, N, N] (mean over heads) over ``chars``.
 
     The axes are labelled with the characters and the title names ``question``; without
     a font that has their glyphs (Chinese needs a CJK font) the axes are numbered by
-    position and the title says so. The question is also stored in the PNG's metadata.
+    position and the title says so. Returns the matplotlib figure.
     """
     plt = require_matplotlib()
     weights = np.asarray(weights, dtype=np.float64)
@@ -139,12 +175,11 @@ def plot_attention(chars, weights, path, question="", what="attention, mean over
     if drawable:
         heading = f"{what}\n{question}" if question else what
     else:
-        heading = (f"{what}\nno CJK font found: positions numbered 0-{len(chars) - 1}; "
-                   f"the question is printed in the terminal and stored in this PNG's metadata")
+        heading = (f"{what}\nno CJK font found ({INSTALL_HINT}): positions numbered "
+                   f"0-{len(chars) - 1}; the question is printed in the terminal and stored in "
+                   f"this PNG's metadata")
     fig.suptitle(heading, fontsize=9, **kw)
-    fig.savefig(path, dpi=120, metadata={"Description": question or what})
-    plt.close(fig)
-    return path
+    return fig
 
 
 def plot_all(directory, history, attention_maps=()):

@@ -3,6 +3,7 @@ English, reverse, add) or a UTF-8 text file (char-level), with checkpoints, resu
 and a clean stop on Ctrl-C, SIGTERM or SIGHUP."""
 from __future__ import annotations
 
+import shlex
 import signal
 
 import numpy as np
@@ -14,7 +15,7 @@ from ..runtime.cores import limit_blas_threads
 from ..training.loop import train
 from .common import (UsageError, cap_threads, check_output_dir, check_plot_dir, count,
                      positive_int, say)
-from .datasets import BUILTIN
+from .datasets import BUILTIN, PROMPT_FORMATS
 from .model_options import add_model_arguments, add_run_arguments, check_memory
 from .pictures import prompt_attention, write_plots
 from .resume import new_run, resumed_run
@@ -83,6 +84,10 @@ def run(args):
     if args.plot:
         chars, _, maps = prompt_attention(model, plan.data.tokenizer, plan.data.probe, plan.data.bos)
         write_plots(args.plot, history, [(chars, maps, plan.data.probe)])
+    form = PROMPT_FORMATS.get(plan.spec["data"])
+    if form is not None:
+        say(f"prompts of {plan.spec['data']}: {form.form}; answers: {form.answer}")
+    say(f"try: npformer generate {shlex.quote(args.out)} --prompt {shlex.quote(plan.data.example)}")
     return 0
 
 

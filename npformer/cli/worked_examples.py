@@ -6,11 +6,12 @@ the tutorial in the order it teaches them. Each defines ``run(out=print)``
 returning a dict of its key numbers, so the tests can check them against the
 tutorial's figures.
 
-``worked_examples/`` is not part of the installed package: a non-editable
-install copies only ``npformer/``. The folder is therefore looked for beside
-the package (a source checkout or an editable install), then in the current
-directory and its parents; ``--dir`` names it explicitly. A folder or a name
-that cannot be found raises ``ExampleNotFound`` (a ``LookupError``).
+The folder stays at the repository's top for readers; an install ships a copy inside
+the package as ``npformer/worked_examples/`` (setup.py maps it there). The folder is
+therefore looked for inside the package (an install), beside it (a source checkout or
+an editable install), then in the current directory and its parents; ``--dir`` names
+it explicitly. A folder or a name that cannot be found raises ``ExampleNotFound`` (a
+``LookupError``).
 
 The command ``npformer examples`` (npformer/cli/examples.py) runs them:
 
@@ -29,8 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
+import npformer
+
 FOLDER = "worked_examples"
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(npformer.__file__).resolve().parent      # npformer/, wherever this file sits in it
 _SCRIPT_NAME = re.compile(r"^(\d\d)_(\w+)\.py$")
 
 
@@ -81,8 +84,9 @@ def _has_examples(folder):
 
 
 def find_examples_dir(explicit=None, cwd=None):
-    """The ``worked_examples/`` folder: ``explicit``, else beside the package, else in ``cwd``
-    or one of its parents. Raises ``ExampleNotFound`` (saying where it looked) if absent."""
+    """The ``worked_examples/`` folder: ``explicit``, else inside the package, else beside it,
+    else in ``cwd`` or one of its parents. Raises ``ExampleNotFound`` (saying where it looked)
+    if absent."""
     if explicit is not None:
         folder = Path(explicit)
         if not _has_examples(folder):
@@ -90,14 +94,14 @@ def find_examples_dir(explicit=None, cwd=None):
                              f"got {str(folder)!r}")
         return folder
     cwd = Path.cwd() if cwd is None else Path(cwd)
-    candidates = [_PACKAGE_DIR.parent / FOLDER] + [d / FOLDER for d in (cwd, *cwd.parents)]
+    candidates = [_PACKAGE_DIR / FOLDER, _PACKAGE_DIR.parent / FOLDER]
+    candidates += [d / FOLDER for d in (cwd, *cwd.parents)]
     for folder in candidates:
         if _has_examples(folder):
             return folder
-    raise ExampleNotFound(f"the {FOLDER}/ folder was not found beside the installed package "
-                     f"({_PACKAGE_DIR.parent}) nor in {cwd} or its parents. It is part of the "
-                     f"repository, not of the installed package: run from a clone of the "
-                     f"repository, or pass --dir PATH")
+    raise ExampleNotFound(f"the {FOLDER}/ folder was not found in the package ({_PACKAGE_DIR}), "
+                          f"beside it, nor in {cwd} or its parents; reinstall npformer "
+                          f"(pip install .) or pass --dir PATH")
 
 
 def list_examples(folder):
