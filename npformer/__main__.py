@@ -1,6 +1,6 @@
 """``python -m npformer ...`` is the ``npformer`` command."""
 import sys
 
-from .cli import main
+from .cli import program
 
-sys.exit(main())
+sys.exit(program())

@@ -17,7 +17,7 @@ from .. import __version__
 from ..core.track import default_track
 from .common import UsageError, silence_stdout
 
-__all__ = ["COMMANDS", "UsageError", "main"]
+__all__ = ["COMMANDS", "UsageError", "main", "program"]
 
 EXIT_CODES = """exit codes:
   0     done
@@ -77,6 +77,19 @@ def _parser():
 
 def _raise_stopped(signum, frame):
     raise _Stopped(signum)
+
+
+TRAINING_COMMANDS = ("demo", "train")
+
+
+def program():
+    """The ``npformer`` program (its console script and ``python -m npformer``): the settings of
+    the whole process a training command wants, made here at the entry point and never by
+    ``main`` (which tests call in-process), then ``main``."""
+    if len(sys.argv) > 1 and sys.argv[1] in TRAINING_COMMANDS:
+        from ..runtime.memory import keep_freed_memory
+        keep_freed_memory()                    # this process only trains: reuse freed arrays
+    return main()
 
 
 def main(argv=None):

@@ -1,6 +1,6 @@
 """``python -m npformer.cli ...`` is the ``npformer`` command."""
 import sys
 
-from . import main
+from . import program
 
-sys.exit(main())
+sys.exit(program())

@@ -3,6 +3,7 @@ output that survives a closed pipe, and the checks run before any work starts.""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -119,6 +120,20 @@ def available_cores():
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def computing(command, args):
+    """The track and the cores a command that trains computes on, said on its first line:
+    the fast track unless ``--track plain``, on ``--threads`` cores."""
+    from ..core.track import track
+    from ..runtime.cores import limit_blas_threads
+    threads = cap_threads(command, args.threads)
+    cores = f"{threads} core{'s' * (threads != 1)}" if threads else "the cores BLAS is configured for"
+    plain = " (the maths exactly as the tNN files write it: slower)" if args.track == "plain" else ""
+    say(f"track: {args.track}, {cores}{plain}")
+    with track(args.track), limit_blas_threads(threads):
+        yield threads
 
 
 def cap_threads(command, threads):

@@ -23,10 +23,8 @@ from ..files.checkpoint import checkpoint_exists
 from ..training.data import CONTRASTS, TEMPLATES
 from ..t12_generate import generate_text
 from ..t10_model import DecoderConfig, DecoderLM
-from ..runtime.memory import keep_freed_memory
 from ..training.loop import TrainConfig, answer_accuracy, train
-from ..runtime.cores import limit_blas_threads
-from .common import UsageError, cap_threads, check_output_dir, check_plot_dir, say
+from .common import UsageError, computing, check_output_dir, check_plot_dir, say
 from .datasets import prepare
 from .model_options import add_run_arguments
 from .pictures import show_in_terminal, write_plots
@@ -53,29 +51,32 @@ def run(args):
         raise UsageError(f"--out: {args.out} already holds a checkpoint; choose another "
                          f"directory or add --force to replace it")
     check_plot_dir(args.plot)
-    threads = cap_threads("demo", args.threads)
-    keep_freed_memory()                    # this process only trains: reuse freed arrays
+    with computing("demo", args):
+        return _demo(args)
+
+
+def _demo(args):
+    """The demo itself, on the track and cores ``computing`` chose."""
     began = time.perf_counter()
     data = prepare({"data": DATA[args.lang]})
     model = _describe(data, args.seed)
     settings = TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
-    with limit_blas_threads(threads):
-        result = train(model, data.source, settings, data.tokenizer, out_dir=args.out,
-                       progress=not args.no_progress, log=say,
-                       extra_state={"data_spec": {"data": DATA[args.lang]}})
-        if result.interrupted:
-            name = signal.Signals(result.signal).name if result.signal else "a signal"
-            say(f"stopped by {name} at step {result.step}" +
-                (f"; checkpoint saved to {args.out}" if args.out else ""))
-            return 128 + (result.signal or signal.SIGINT)
-        history = result.history
-        say(f"trained {result.step} steps in {time.perf_counter() - began:.1f} s: loss "
-            f"{np.mean(history.loss[:10]):.3g} (mean of the first 10 steps) -> "
-            f"{np.mean(history.loss[-10:]):.3g} (last 10), "
-            f"{history.tokens / max(history.seconds, 1e-9):,.0f} tokens/s")
-        accuracy = _answer_heldout(model, data)
-        prompts = _contrast_contexts(model, data.tokenizer, args.lang)
-        pictures = _show_attention(model, data.tokenizer, prompts[:2])
+    result = train(model, data.source, settings, data.tokenizer, out_dir=args.out,
+                   progress=not args.no_progress, log=say,
+                   extra_state={"data_spec": {"data": DATA[args.lang]}})
+    if result.interrupted:
+        name = signal.Signals(result.signal).name if result.signal else "a signal"
+        say(f"stopped by {name} at step {result.step}" +
+            (f"; checkpoint saved to {args.out}" if args.out else ""))
+        return 128 + (result.signal or signal.SIGINT)
+    history = result.history
+    say(f"trained {result.step} steps in {time.perf_counter() - began:.1f} s: loss "
+        f"{np.mean(history.loss[:10]):.3g} (mean of the first 10 steps) -> "
+        f"{np.mean(history.loss[-10:]):.3g} (last 10), "
+        f"{history.tokens / max(history.seconds, 1e-9):,.0f} tokens/s")
+    accuracy = _answer_heldout(model, data)
+    prompts = _contrast_contexts(model, data.tokenizer, args.lang)
+    pictures = _show_attention(model, data.tokenizer, prompts[:2])
     if args.plot:
         say("")
         write_plots(args.plot, history, pictures)

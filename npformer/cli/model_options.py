@@ -29,7 +29,7 @@ def add_model_arguments(parser):
 
 
 def add_run_arguments(parser, steps, lr, batch_size, resumable):
-    """--steps, --lr, --batch-size, --seed, --threads, --plot, --no-progress.
+    """--steps, --lr, --batch-size, --seed, --threads, --track, --plot, --no-progress.
 
     With ``resumable`` the defaults are left as None, to tell a flag the user gave
     from one they did not (a resumed run refuses changed settings by name).
@@ -47,6 +47,9 @@ def add_run_arguments(parser, steps, lr, batch_size, resumable):
                        help="cores to compute on, at most the cores there are: the fast track "
                             "splits its work over them, BLAS runs one thread per call (default 1, "
                             "fastest on a shared machine; 0: leave BLAS as configured)")
+    group.add_argument("--track", choices=("fast", "plain"), default="fast",
+                       help="fast (default): the fast twins; plain: the maths as the tNN files "
+                            "write it, so a print you add there shows")
     group.add_argument("--plot", metavar="DIR", default=None,
                        help="write loss.png and attention_*.png there (needs matplotlib)")
     group.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -10,10 +10,8 @@ import numpy as np
 
 from ..files.checkpoint import CheckpointError
 from ..t10_model import DecoderLM
-from ..runtime.memory import keep_freed_memory
-from ..runtime.cores import limit_blas_threads
 from ..training.loop import train
-from .common import (UsageError, cap_threads, check_output_dir, check_plot_dir, count,
+from .common import (UsageError, computing, check_output_dir, check_plot_dir, count,
                      positive_int, say)
 from .datasets import BUILTIN, PROMPT_FORMATS
 from .model_options import add_model_arguments, add_run_arguments, check_memory
@@ -54,7 +52,12 @@ def run(args):
     """Train (or resume); 0 when done, 128 + the signal's number when stopped by one."""
     check_output_dir("--out", args.out)
     check_plot_dir(args.plot)
-    threads = cap_threads("train", args.threads)
+    with computing("train", args):
+        return _train(args)
+
+
+def _train(args):
+    """Training itself, on the track and cores ``computing`` chose."""
     try:
         plan = resumed_run(args) if args.resume else new_run(args)
     except CheckpointError as error:
@@ -66,11 +69,9 @@ def run(args):
     check_memory(plan.config, plan.settings.batch_size, plan.data.source.max_len)
     model = DecoderLM(plan.config, np.random.default_rng(plan.settings.seed), plan.dtype)
     _describe(args, plan, model)
-    keep_freed_memory()                    # this process only trains: reuse freed arrays
-    with limit_blas_threads(threads):
-        result = train(model, plan.data.source, plan.settings, plan.data.tokenizer,
-                       out_dir=args.out, resume=args.resume, evaluate=plan.data.evaluate,
-                       progress=not args.no_progress, extra_state={"data_spec": plan.spec}, log=say)
+    result = train(model, plan.data.source, plan.settings, plan.data.tokenizer,
+                   out_dir=args.out, resume=args.resume, evaluate=plan.data.evaluate,
+                   progress=not args.no_progress, extra_state={"data_spec": plan.spec}, log=say)
     if result.interrupted:
         name = signal.Signals(result.signal).name if result.signal else "a signal"
         say(f"stopped by {name} at step {result.step} of {plan.settings.steps}: checkpoint saved "
