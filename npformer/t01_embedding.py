@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .core.module import Cache, Module, Parameter, init_normal
-from .core.validate import check_ids, check_padding_idx, check_positions  # noqa: F401
+from .core.validate import check_ids, check_padding_idx, check_positions, check_rng
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Embedding(Module):
 
     def __init__(self, vocab_size, d, rng=None, std=0.02, dtype=np.float32, padding_idx=None):
         self.padding_idx = check_padding_idx("padding_idx", padding_idx, vocab_size)
-        table = init_normal(rng, (vocab_size, d), std, dtype)
+        table = init_normal(check_rng(rng), (vocab_size, d), std, dtype)
         if self.padding_idx is not None:
             table[self.padding_idx] = 0                  # as torch initialises it
         self.weight = Parameter(table)

@@ -16,7 +16,7 @@ import numpy as np
 
 from .core.module import Cache, Module, Parameter, init_normal
 from .core.track import fast_twin
-from .core.validate import check_float, check_last_dim
+from .core.validate import check_float, check_last_dim, check_rng
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Linear(Module):
 
     def __init__(self, d_in, d_out, bias=True, rng=None, std=None, dtype=np.float32):
         std = 1.0 / np.sqrt(d_in) if std is None else std
-        self.weight = Parameter(init_normal(rng, (d_in, d_out), std, dtype))
+        self.weight = Parameter(init_normal(check_rng(rng), (d_in, d_out), std, dtype))
         self.bias = Parameter(np.zeros(d_out, dtype)) if bias else None
 
     def forward(self, x):

@@ -43,7 +43,8 @@ from .t03_softmax import SoftmaxCache, softmax_backward, softmax_forward
 from .t02_linear import Linear
 from .core.module import Cache, Module
 from .core.track import fast_twin
-from .core.validate import check_grouped_qkv, check_heads, check_mask, check_qkv, check_window
+from .core.validate import (check_grouped_qkv, check_heads, check_mask, check_qkv, check_rng,
+                            check_window)
 
 
 # -- masks ------------------------------------------------------------------------
@@ -205,7 +206,7 @@ class MultiHeadAttention(Module):
 
     def __init__(self, d, n_heads, n_kv_heads=None, bias=False, rope=None, window=None,
                  rng=None, dtype=np.float32, out_std=None, kernel=None, causal=False):
-        n_kv_heads = check_heads(d, n_heads, n_kv_heads)
+        n_kv_heads, rng = check_heads(d, n_heads, n_kv_heads), check_rng(rng)
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d // n_heads
         self.window, self.causal = check_window(window), causal
         self.kernel = DotProductAttention() if kernel is None else kernel

@@ -18,7 +18,7 @@ from .t06_activations import ACTIVATIONS, silu_backward, silu_forward
 from .t02_linear import Linear
 from .core.module import Cache, Module
 from .core.track import fast_twin
-from .core.validate import check_choice
+from .core.validate import check_choice, check_rng
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class FFN(Module):
     def __init__(self, d, hidden=None, mult=4, activation="gelu", bias=True, rng=None,
                  dtype=np.float32, out_std=None):
         self.activation = check_choice("activation", activation, sorted(ACTIVATIONS))
-        hidden = mult * d if hidden is None else hidden
+        hidden, rng = mult * d if hidden is None else hidden, check_rng(rng)
         self.up = Linear(d, hidden, bias, rng, dtype=dtype)
         self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)
 
@@ -105,7 +105,7 @@ class SwiGLU(Module):
     """x [..., d] -> (SiLU(x W_gate) * x W_up) W_down, hidden width ``hidden``."""
 
     def __init__(self, d, hidden=None, bias=False, rng=None, dtype=np.float32, out_std=None):
-        hidden = 4 * d if hidden is None else hidden
+        hidden, rng = 4 * d if hidden is None else hidden, check_rng(rng)
         self.gate = Linear(d, hidden, bias, rng, dtype=dtype)
         self.up = Linear(d, hidden, bias, rng, dtype=dtype)
         self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .t04_attention import causal_table, padding_mask
+from .t04_attention import padding_mask
 from .t09_block import BlockConfig, build_block, build_norm
 from .t01_embedding import Embedding, Embeddings, position_table
 from .t13_kv_cache import KVCache
@@ -25,7 +25,7 @@ from .t02_linear import Linear, linear_backward, linear_forward
 from .core.module import Cache, ConfigDict, Module
 from .t14_moe import AUX_OBJECTIVES, MoECache, pooled_aux_loss
 from .core.validate import (check_choice, check_key_mask, check_padding_idx, check_positions,
-                            check_token_ids)
+                            check_positive, check_rng, check_token_ids)
 
 POSITIONS = ("learned", "sinusoidal", "rope", "none")
 
@@ -84,7 +84,8 @@ class DecoderConfig(ConfigDict):
 
     def validate(self):
         """ValueError naming the first field that cannot describe a decoder."""
-        self.check_positive("vocab_size", "d_model", "n_heads", "n_layers", "max_len")
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
+            check_positive(name, getattr(self, name))
         check_choice("positions", self.positions, POSITIONS)
         check_choice("moe_aux_objective", self.moe_aux_objective, AUX_OBJECTIVES)
         check_padding_idx("pad_token_id", self.pad_token_id, self.vocab_size)
@@ -163,7 +164,7 @@ class DecoderLM(Module):
     def __init__(self, config=None, rng=None, dtype=np.float32):
         config = DecoderConfig() if config is None else config
         config.validate()
-        rng = np.random.default_rng(0) if rng is None else rng
+        rng = check_rng(rng)
         self.config = config
         d, std = config.d_model, config.init_std
         self.tokens = Embedding(config.vocab_size, d, rng, std, dtype, config.pad_token_id)
@@ -182,13 +183,6 @@ class DecoderLM(Module):
         c = self.config
         capacity = c.max_len if capacity is None else capacity
         return KVCache(c.n_layers, batch, c.n_kv_heads or c.n_heads, capacity, c.head_dim, self.dtype)
-
-    def mask(self, n, m, key_mask=None):
-        """The "may read" mask [B or 1, 1, n, m] the attention applies: causal (and window), padding."""
-        c = self.config
-        allowed = causal_table(n, m, c.window) if c.causal else np.ones((n, m), bool)
-        allowed = allowed[None, None]
-        return allowed if key_mask is None else allowed & padding_mask(key_mask=key_mask)
 
     def forward(self, ids, key_mask=None, positions=None, kv_cache=None):
         """ids [B, N] -> (logits [B, N, V], cache).

@@ -27,6 +27,7 @@ import numpy as np
 
 from .t11_loss import log_softmax_forward
 from .t03_softmax import softmax
+from .core.validate import check_positive
 
 
 # -- choosing the next token -----------------------------------------------------------
@@ -42,9 +43,7 @@ def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
     z = np.asarray(logits, dtype=np.float64) / temperature            # [B, V]
     keep = np.ones(z.shape, bool)
     if top_k is not None:
-        if not 1 <= top_k:
-            raise ValueError(f"top_k: expected an integer >= 1, got {top_k}")
-        k = min(int(top_k), z.shape[-1])
+        k = min(check_positive("top_k", top_k), z.shape[-1])
         kth = np.partition(z, -k, axis=-1)[:, -k][:, None]           # k-th largest logit
         keep &= z >= kth
     probs = softmax(z, axis=-1, mask=keep)
@@ -128,8 +127,8 @@ def check_sampling(temperature, top_k, top_p):
     if temperature == 0 and (top_k is not None or top_p is not None):
         raise ValueError("top_k, top_p: they shape sampling, but temperature=0 is greedy; "
                          "give a temperature > 0 (1.0 samples the model's own distribution)")
-    if top_k is not None and (not isinstance(top_k, (int, np.integer)) or top_k < 1):
-        raise ValueError(f"top_k: expected an integer >= 1, got {top_k!r}")
+    if top_k is not None:
+        check_positive("top_k", top_k)
     if top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"top_p: expected a number in (0, 1], got {top_p!r}")
 
@@ -145,8 +144,7 @@ def generate(model, prompts, max_new_tokens, eos_id=None, pad_id=0, temperature=
     prompt + new ids fill the model's ``max_len`` positions. ``return_logits=True``
     returns a ``Generation``: the ids, each step's logits, which rows hit ``max_len``.
     """
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens: expected >= 1, got {max_new_tokens}")
+    check_positive("max_new_tokens", max_new_tokens)
     check_sampling(temperature, top_k, top_p)
     ids, key_mask, positions = left_pad([list(p) for p in prompts], pad_id)
     B, P = ids.shape

@@ -47,6 +47,7 @@ from .t06_activations import ACTIVATIONS
 from .t03_softmax import SoftmaxCache, softmax_backward, softmax_forward
 from .t02_linear import Linear
 from .core.module import Cache, Module
+from .core.validate import check_positive, check_rng
 
 EXPERT_KINDS = ("swiglu",) + tuple(ACTIVATIONS)   # SwiGLU, or an FFN with this activation
 AUX_OBJECTIVES = ("per_layer", "pooled")
@@ -125,14 +126,13 @@ class MoE(Module):
 
     def __init__(self, d, n_experts, top_k=2, hidden=None, expert="swiglu", bias=False,
                  aux_weight=0.01, rng=None, dtype=np.float32, out_std=None):
-        if not isinstance(n_experts, (int, np.integer)) or n_experts < 1:
-            raise ValueError(f"n_experts: expected an integer >= 1, got {n_experts!r}")
+        check_positive("n_experts", n_experts)
         if not isinstance(top_k, (int, np.integer)) or not 1 <= top_k <= n_experts:
             raise ValueError(f"top_k: expected an integer in [1, n_experts={n_experts}], got {top_k!r}")
         if expert not in EXPERT_KINDS:
             raise ValueError(f"expert: expected one of {EXPERT_KINDS}, got {expert!r}")
         self.n_experts, self.top_k, self.expert_kind = n_experts, top_k, expert
-        self.aux_weight = aux_weight
+        self.aux_weight, rng = aux_weight, check_rng(rng)
         self.router = Linear(d, n_experts, bias=False, rng=rng, dtype=dtype)
         if expert == "swiglu":
             self.experts = [SwiGLU(d, hidden, bias, rng, dtype, out_std) for _ in range(n_experts)]

@@ -30,11 +30,12 @@ import numpy as np
 
 from .t04_attention import padding_mask
 from .t09_block import BlockConfig, build_block, build_norm
-from .t01_embedding import Embedding, Embeddings, check_padding_idx, position_table
+from .t01_embedding import Embedding, Embeddings, position_table
 from .t06_activations import tanh_backward, tanh_forward
 from .t02_linear import Linear
 from .core.module import Cache, ConfigDict, Module
-from .core.validate import check_choice, check_ids, check_key_mask, check_token_ids  # noqa: F401
+from .core.validate import (check_choice, check_ids, check_key_mask, check_padding_idx, check_positive,
+                            check_rng, check_token_ids)
 
 ENCODER_POSITIONS = ("learned", "sinusoidal", "rope", "none")
 
@@ -87,7 +88,8 @@ class EncoderConfig(ConfigDict):
 
     def validate(self):
         """ValueError naming the first field the encoder cannot build."""
-        self.check_positive("vocab_size", "d_model", "n_heads", "n_layers", "max_len")
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
+            check_positive(name, getattr(self, name))
         if not isinstance(self.type_vocab_size, (int, np.integer)) or self.type_vocab_size < 0:
             raise ValueError(f"type_vocab_size: expected an integer >= 0, got {self.type_vocab_size!r}")
         check_choice("positions", self.positions, ENCODER_POSITIONS)
@@ -147,7 +149,7 @@ class Encoder(Module):
     def __init__(self, config=None, rng=None, dtype=np.float32):
         config = EncoderConfig() if config is None else config
         config.validate()
-        rng = np.random.default_rng(0) if rng is None else rng
+        rng = check_rng(rng)
         self.config = config
         d, std = config.d_model, config.init_std
         self.tokens = Embedding(config.vocab_size, d, rng, std, dtype, config.pad_token_id)

@@ -18,7 +18,7 @@ import numpy as np
 from .t04_attention import DotProductAttention
 from .t02_linear import Linear
 from .core.module import Cache, Module
-from .core.validate import check_float, check_heads, check_mask
+from .core.validate import check_float, check_heads, check_mask, check_rng
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class CrossAttention(Module):
 
     def __init__(self, d, n_heads, n_kv_heads=None, d_memory=None, bias=False, rng=None,
                  dtype=np.float32, out_std=None, kernel=None):
-        n_kv_heads = check_heads(d, n_heads, n_kv_heads)
+        n_kv_heads, rng = check_heads(d, n_heads, n_kv_heads), check_rng(rng)
         self.kernel = DotProductAttention() if kernel is None else kernel
         d_memory = d if d_memory is None else d_memory
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d // n_heads

@@ -19,13 +19,13 @@ import numpy as np
 from .t04_attention import padding_mask
 from .t09_block import BlockConfig, build_block, build_norm
 from .t16_cross_attention import CrossAttention
-from .t01_embedding import Embedding, Embeddings, check_padding_idx, position_table
+from .t01_embedding import Embedding, Embeddings, position_table
 from .t15_encoder import Encoder, EncoderConfig
-from .t02_linear import sum_over_positions
-from .t02_linear import Linear
+from .t02_linear import Linear, sum_over_positions
 from .t10_model import TiedHead
 from .core.module import Cache, ConfigDict, Module, Parameter
-from .core.validate import check_choice, check_float, check_key_mask, check_token_ids
+from .core.validate import (check_choice, check_float, check_key_mask, check_padding_idx, check_positive,
+                            check_rng, check_token_ids)
 
 
 # -- the decoder layer ------------------------------------------------------------------
@@ -154,7 +154,8 @@ class Seq2SeqConfig(ConfigDict):
 
     def validate(self):
         """ValueError naming the first field that cannot describe the model."""
-        self.check_positive("vocab_size", "n_decoder_layers")
+        for name in ("vocab_size", "n_decoder_layers"):
+            check_positive(name, getattr(self, name))
         check_choice("positions", self.positions, SEQ2SEQ_POSITIONS)
         if self.share_embeddings and self.src_vocab_size not in (None, self.vocab_size):
             raise ValueError(f"src_vocab_size: share_embeddings needs one vocabulary, got "
@@ -242,7 +243,7 @@ class EncoderDecoder(Module):
     def __init__(self, config=None, rng=None, dtype=np.float32):
         config = Seq2SeqConfig() if config is None else config
         config.validate()
-        rng = np.random.default_rng(0) if rng is None else rng
+        rng = check_rng(rng)
         self.config = config
         d, std = config.d_model, config.init_std
         self.encoder = Encoder(config.encoder_config(), rng, dtype)

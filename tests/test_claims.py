@@ -411,7 +411,9 @@ def test_a_blocks_parameters_are_attention_and_the_mlp_but_4d(rng):
 def test_equal_length_input_needs_only_the_causal_mask(rng):
     model = DecoderLM(DecoderConfig(), rng, np.float64)
     ids = np.array([[3, 8, 12, 5, 17, 42, 23, 6], [1, 2, 3, 4, 5, 6, 7, 9]])
-    np.testing.assert_array_equal(model.mask(8, 8)[0, 0], np.tril(np.ones((8, 8), bool)))
+    causal = np.tril(np.ones((8, 8), bool))                          # query i may read keys j <= i
+    weights = model.forward(ids)[1].attention(0)                     # [B, H, 8, 8]
+    assert (weights[..., ~causal] == 0).all() and (weights[..., causal] > 0).all()
     no_padding = np.ones((2, 8), bool)                               # every position is a real token
     np.testing.assert_allclose(model(ids, key_mask=no_padding), model(ids), atol=1e-15)
 
