@@ -40,9 +40,8 @@ class FFN(Module):
         self.up = Linear(d, hidden, bias, rng, dtype=dtype)
         self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)
 
-    def forward(self, x, token_mask=None):
-        """x [..., d] -> y [..., d]. Each position is computed alone, so padding changes
-        nothing: ``token_mask`` is accepted only so that every FFN kind fits a block."""
+    def forward(self, x):
+        """x [..., d] -> (y [..., d], cache); each position is computed alone."""
         act_forward, _ = ACTIVATIONS[self.activation]
         h, up = self.up.forward(x)                 # [..., hidden]
         a, act = act_forward(h)
@@ -110,8 +109,8 @@ class SwiGLU(Module):
         self.up = Linear(d, hidden, bias, rng, dtype=dtype)
         self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)
 
-    def forward(self, x, token_mask=None):
-        """x [..., d] -> y [..., d]; position-wise like ``FFN`` (``token_mask`` unused)."""
+    def forward(self, x):
+        """x [..., d] -> (y [..., d], cache); position-wise like ``FFN``."""
         g, gate = self.gate.forward(x)                       # [..., hidden]
         value, up = self.up.forward(x)
         h, glu = swiglu_gate_forward(g, value)               # SiLU(g) * value

@@ -23,7 +23,7 @@ from .t01_embedding import Embedding, Embeddings, position_table
 from .t13_kv_cache import KVCache
 from .t02_linear import Linear, linear_backward, linear_forward
 from .core.module import Cache, ConfigDict, Module
-from .t14_moe import AUX_OBJECTIVES, MoECache, pooled_aux_loss
+from .t14_moe import AUX_OBJECTIVES, RouterLoss, router_grads, router_inputs, router_loss
 from .core.validate import (check_choice, check_key_mask, check_padding_idx, check_positions,
                             check_positive, check_rng, check_token_ids)
 
@@ -120,36 +120,22 @@ class TiedHead(Module):
 
 @dataclass(frozen=True)
 class DecoderCache(Cache):
-    """The caches of one forward, its MoE loss and each router's share of its gradient."""
+    """The caches of one forward: the embeddings, every block, the final norm and the head."""
 
     embed: Cache
     blocks: tuple
     norm: Cache
     head: Cache
-    aux_loss: float     # the MoE load-balancing loss of this forward (0.0 if dense), see below
-    d_routers: tuple    # per block: its router's share of that loss's gradient, or None
+    router: RouterLoss | None = None    # a variant: the MoE load-balancing loss (t14_moe)
+
+    @property
+    def aux_loss(self):
+        """The MoE load-balancing loss of this forward (0.0 when the FFNs are dense)."""
+        return 0.0 if self.router is None else self.router.value
 
     def attention(self, layer=0):
         """Attention weights [B, H, N, M] of one layer."""
         return self.blocks[layer].attn.weights
-
-
-def router_loss(block_caches, objective):
-    """The MoE load-balancing loss of a forward and, per block, the gradient its router
-    receives from it (None where the layer computes its own: "per_layer", or dense).
-
-    "per_layer": the sum of every MoE layer's own aux loss. "pooled": Hugging Face Mixtral's
-    one loss over all layers' routing (``moe.pooled_aux_loss``).
-    Training loss = CE + config.moe_aux_weight * aux_loss; ``DecoderLM.backward`` already
-    includes the second term's gradient.
-    """
-    moe = [c.ffn for c in block_caches if isinstance(c.ffn, MoECache)]
-    if not moe:
-        return 0.0, (None,) * len(block_caches)
-    if objective == "per_layer":
-        return float(sum(c.aux_loss for c in moe)), (None,) * len(block_caches)
-    aux, d_mean_probs = pooled_aux_loss(moe)
-    return aux, tuple(d_mean_probs if isinstance(c.ffn, MoECache) else None for c in block_caches)
 
 
 class DecoderLM(Module):
@@ -197,24 +183,27 @@ class DecoderLM(Module):
         blocks = []
         for i, block in enumerate(self.blocks):
             kv = None if kv_cache is None else kv_cache.layers[i]
-            x, block_cache = block.forward(x, padding, positions, kv, key_mask)
+            # {} for a dense FFN; a MoE router also reads which tokens are real (t14_moe)
+            moe_inputs = router_inputs(block.ffn, key_mask)
+            x, block_cache = block.forward(x, padding, positions, kv, **moe_inputs)
             blocks.append(block_cache)
         if kv_cache is not None:
             kv_cache.advance(ids.shape[1])
-        h, norm = self.norm.forward(x)
+        h, norm = self.norm.forward(x)                         # [B, N, d]
         logits, head = self.head.forward(h)                    # [B, N, V]
-        aux_loss, d_routers = router_loss(blocks, self.config.moe_aux_objective)
-        return logits, DecoderCache(embed, tuple(blocks), norm, head, aux_loss, d_routers)
+        router = router_loss(blocks, self.config.moe_aux_objective)    # None unless MoE
+        return logits, DecoderCache(embed, tuple(blocks), norm, head, router)
 
     def backward(self, d_out, cache):
-        """Accumulates every parameter's gradient, the MoE loss's included (weighted by
-        ``config.moe_aux_weight``); ids have none, so returns None."""
-        d_x = self.norm.backward(self.head.backward(d_out, cache.head), cache.norm)
-        weight = self.config.moe_aux_weight
-        for block, block_cache, d_router in zip(reversed(self.blocks), reversed(cache.blocks),
-                                                reversed(cache.d_routers)):
-            d_x = block.backward(d_x, block_cache, None if d_router is None else weight * d_router)
-        return self.embed.backward(d_x, cache.embed)
+        """Accumulates every parameter's gradient; ids have none, so returns None. With MoE
+        FFNs the load-balancing loss's gradient is added too (weight ``config.moe_aux_weight``)."""
+        d_h = self.head.backward(d_out, cache.head)            # undoes logits = head(h)
+        d_x = self.norm.backward(d_h, cache.norm)              # undoes h = norm(x)
+        # {} per block for dense FFNs; the share of the pooled MoE loss a router receives
+        moe_grads = router_grads(cache.router, len(self.blocks), self.config.moe_aux_weight)
+        for i in reversed(range(len(self.blocks))):            # undoes x = block_i(x), last first
+            d_x = self.blocks[i].backward(d_x, cache.blocks[i], **moe_grads[i])
+        return self.embed.backward(d_x, cache.embed)           # undoes x = embed(ids, positions)
 
     # -- the checks behind forward ---------------------------------------------------------
     def _check_inputs(self, ids, key_mask, positions, kv_cache):

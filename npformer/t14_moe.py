@@ -252,3 +252,44 @@ def active_parameters(model):
     skipped = sum((m.n_experts - m.top_k) * m.experts[0].num_parameters()
                   for m in model.modules() if isinstance(m, MoE))
     return model.num_parameters() - skipped
+
+
+# -- the MoE variant inside a decoder: the router's extra input and the model's router loss ------
+def router_inputs(ffn, key_mask):
+    """What a block hands its FFN besides x: ``{"token_mask": key_mask}`` for a MoE layer (the
+    padding stays out of f and P), ``{}`` for a dense FFN, which needs nothing more."""
+    return {"token_mask": key_mask} if isinstance(ffn, MoE) else {}
+
+
+@dataclass(frozen=True)
+class RouterLoss:
+    """A decoder's load-balancing loss and, per block, the gradient its router receives from
+    it (None where the layer adds its own: the "per_layer" objective, or a dense FFN)."""
+
+    value: float
+    d_mean_probs: tuple       # per block: d aux / d P [E], or None
+
+
+def router_loss(block_caches, objective):
+    """The ``RouterLoss`` of one forward through a stack of blocks, None when no FFN is a MoE.
+
+    "per_layer": the sum of every MoE layer's own aux loss. "pooled": Hugging Face Mixtral's
+    one loss over all layers' routing (``pooled_aux_loss``). Training loss = CE +
+    config.moe_aux_weight * aux; ``DecoderLM.backward`` includes the second term's gradient.
+    """
+    moe = [c.ffn for c in block_caches if isinstance(c.ffn, MoECache)]
+    if not moe:
+        return None
+    if objective == "per_layer":
+        return RouterLoss(float(sum(c.aux_loss for c in moe)), (None,) * len(block_caches))
+    aux, d_mean_probs = pooled_aux_loss(moe)
+    return RouterLoss(aux, tuple(d_mean_probs if isinstance(c.ffn, MoECache) else None
+                                 for c in block_caches))
+
+
+def router_grads(router, n_blocks, weight):
+    """Per block, the keywords its backward hands the FFN: ``{"d_mean_probs": weight * g}``
+    where the pooled loss sends the router g, ``{}`` elsewhere (and for a dense model)."""
+    if router is None:
+        return ({},) * n_blocks
+    return tuple({} if g is None else {"d_mean_probs": weight * g} for g in router.d_mean_probs)
