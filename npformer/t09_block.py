@@ -1,15 +1,23 @@
 """Transformer blocks: attention (between positions) + FFN (within each position),
 each wrapped in a residual connection and a normalisation.
 
-Pre-Norm (GPT-2, Llama):   h = x + Attn(Norm1(x));   y = h + FFN(Norm2(h))
-Post-Norm (original, BERT): h = Norm1(x + Attn(x));  y = Norm2(h + FFN(h))
+The article's block is Pre-Norm (GPT-2, Llama); Post-Norm (the 2017 Transformer, BERT) is
+the variant that normalises after each residual sum:
+
+    Pre-Norm:   h = x + Attn(Norm1(x));   y = h + FFN(Norm2(h))
+    Post-Norm:  h = Norm1(x + Attn(x));   y = Norm2(h + FFN(h))
 
 Backward: a residual y = x + f(x) passes d_y to x unchanged and adds f's gradient,
-d_x = d_y + f'(x)^T d_y; that untouched path is why deep Pre-Norm stacks train.
+d_x = d_y + f'(x)^T d_y (``d_x`` means dL/dx); that untouched path is why deep Pre-Norm
+stacks train.
 
 ``BlockConfig`` is the recipe of one block (widths, heads, norm, FFN kind, causality,
 RoPE, attention kernel, experts); the three model configs produce one, and
 ``build_block`` turns it into modules.
+
+No fast twins: the blocks run as written on either track (a ``print`` in them shows);
+their parts call the twins named in ``t02_linear.py``, ``t04_attention.py``,
+``t07_ffn.py`` and ``t08_norm.py``.
 """
 from __future__ import annotations
 
@@ -66,10 +74,10 @@ class PreNormBlock(Module):
 
     def backward(self, d_out, cache, **ffn_grads):
         """d_x from d_out [B, N, d]; ``ffn_grads`` go to a variant's FFN (see the class)."""
-        d_f = self.ffn.backward(d_out, cache.ffn, **ffn_grads)         # undoes fed = FFN(f)
-        d_h = d_out + self.norm2.backward(d_f, cache.norm2)             # undoes y = h + fed, f = Norm2(h)
-        d_a = self.attn.backward(d_h, cache.attn)                       # undoes attended = Attn(a)
-        return d_h + self.norm1.backward(d_a, cache.norm1)              # undoes h = x + attended, a = Norm1(x)
+        d_f = self.ffn.backward(d_out, cache.ffn, **ffn_grads)     # undoes fed = FFN(f)
+        d_h = d_out + self.norm2.backward(d_f, cache.norm2)         # undoes y = h + fed, f = Norm2(h)
+        d_a = self.attn.backward(d_h, cache.attn)                   # undoes attended = Attn(a)
+        return d_h + self.norm1.backward(d_a, cache.norm1)          # undoes h = x + attended, a = Norm1(x)
 
 
 class PostNormBlock(PreNormBlock):
@@ -112,7 +120,7 @@ class BlockConfig:
     causal: bool = True
     window: int | None = None
     rope: bool = False
-    rope_theta: float = 10000.0
+    rope_theta: float = 10000.0        # RoPE's base (Rotary's ``base``), not an angle
     rope_layout: str = "half"
     rope_fraction: float = 1.0
     attention: str = "plain"           # plain | flash
@@ -162,7 +170,8 @@ def build_attention(config, rng, dtype):
     """The self-attention a ``BlockConfig`` describes (kernel, causality, RoPE, GQA)."""
     rope = None
     if config.rope:
-        rope = Rotary(config.head_dim, config.rope_theta, config.rope_layout, config.rope_fraction)
+        rope = Rotary(config.head_dim, base=config.rope_theta, layout=config.rope_layout,
+                      fraction=config.rope_fraction)
     return MultiHeadAttention(config.d_model, config.n_heads, config.n_kv_heads, config.attn_bias,
                               rope=rope, window=config.window, rng=rng, dtype=dtype,
                               out_std=config.out_std, kernel=ATTENTION_KERNELS[config.attention](),

@@ -1,15 +1,25 @@
 """A decoder-only language model: embeddings (+ positions), blocks, final norm, LM head.
 
-ids [B, N] -> x [B, N, d] -> blocks -> norm -> logits [B, N, V]
+    ids [B, N] -> x [B, N, d] -> blocks -> norm -> logits [B, N, V]
 
-``DecoderConfig()`` is the tutorial's tiny decoder: vocabulary 50, width 8,
-2 heads, one block, max length 16, learned positions, GELU FFN of width 4d,
-LayerNorm, Pre-Norm, causal mask. ``DecoderConfig.gpt2(...)`` and
-``DecoderConfig.llama(...)`` give the two common modern recipes.
+``DecoderConfig()`` is the article's tiny decoder: vocabulary 50, width 8, 2 heads, one
+block, max length 16, learned positions, GELU FFN of width 4d, LayerNorm, Pre-Norm, the
+causal rule, and an LM head of its own that gives each of the V vocabulary entries a score.
 
-Backward runs the same path in reverse: the head, the final norm, each block from
-the last to the first, then the embeddings, every module adding into its parameters'
-gradients. A tied head and the token table are one Parameter, so it receives both.
+Variants, each a config field: a head tied to the token table (``TiedHead``, GPT-2), RoPE
+instead of a position table, RMSNorm, SwiGLU, grouped-query attention, a sliding window,
+blockwise attention (``t18_flash_attention``) and Mixture-of-Experts FFNs (``t14_moe``,
+whose router reads the key mask and adds a load-balancing loss; ``router_inputs`` and
+``router_grads`` hand the blocks what it needs). ``DecoderConfig.gpt2(...)``,
+``.llama(...)`` and ``.mixtral(...)`` give the common recipes.
+
+Backward runs the same path in reverse: the head, the final norm, each block from the
+last to the first, then the embeddings, every module adding into its parameters'
+gradients (``d_x`` means dL/dx). A tied head and the token table are one Parameter, so
+it receives both gradients.
+
+No fast twins: the model runs as written on either track; its parts call the twins
+named in their own files.
 """
 from __future__ import annotations
 
@@ -50,7 +60,7 @@ class DecoderConfig(ConfigDict):
     attn_bias: bool = False
     ffn_bias: bool = True
     norm_eps: float = 1e-5
-    rope_theta: float = 10000.0
+    rope_theta: float = 10000.0        # RoPE's base (Rotary's ``base``), not an angle
     rope_layout: str = "half"
     rope_fraction: float = 1.0
     window: int | None = None          # sliding-window attention width
@@ -113,8 +123,8 @@ class TiedHead(Module):
 
     def backward(self, d_out, cache):
         """d_x from d_logits; adds the head's share into the token table's gradient."""
-        d_x, d_weight_t, _ = linear_backward(d_out, cache)
-        self.weight.grad += d_weight_t.T                             # dE = (x^T dlogits)^T
+        d_x, d_weight_t, _ = linear_backward(d_out, cache)          # undoes logits = x E^T
+        self.weight.grad += d_weight_t.T                             # d_E = (x^T d_logits)^T
         return d_x
 
 
@@ -145,6 +155,8 @@ class DecoderLM(Module):
     ``blocks.{i}.norm1.gamma``, ``blocks.{i}.attn.qkv.weight``,
     ``blocks.{i}.attn.out.weight``, ``blocks.{i}.ffn.up.weight`` ...,
     ``norm.gamma``, ``head.weight`` (absent when tied to ``tokens.weight``).
+    ``rng``: the Generator every weight is drawn from, in that order (None:
+    ``np.random.default_rng(0)``).
     """
 
     def __init__(self, config=None, rng=None, dtype=np.float32):

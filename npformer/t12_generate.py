@@ -1,6 +1,8 @@
 """Generation: turn next-token probabilities into text, one token at a time.
 
-Choosing the next id from the last position's logits z [B, V]:
+The article's loop: score the vocabulary at the last position, choose an id, turn it back
+into text, append it and run again. Choosing the next id from the last position's logits
+z [B, V], the plainest way first, then the sampling variants:
 - greedy: argmax z (``temperature=0``);
 - temperature T: sample from softmax(z / T) (T < 1 sharpens, T > 1 flattens);
 - top-k: keep only the k most likely ids, renormalise;
@@ -18,6 +20,8 @@ No model runs past its ``max_len`` positions: generation stops there (with
 With ``use_cache`` the prompt runs once and each new token reads the stored
 keys and values (KV cache); ``use_cache=False`` recomputes the whole sequence
 at every step, which must give the same tokens (and is slower).
+
+No fast twins: everything here runs as written on either track (a ``print`` in it shows).
 """
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Mixture of Experts (MoE): E expert FFNs, each token sent to the k its router prefers.
 
+A variant of the block's FFN (``t07_ffn``): in the article's example a router picks 2 of 8
+experts for every token and mixes their outputs by its weights. Here, with T tokens:
+
     probs   = softmax(x W_router)                        [T, E]  (T = all tokens)
     chosen  = the k experts with the highest probs       [T, k]
     weights = probs[chosen] / sum(probs[chosen])         [T, k]  (kept weights sum to 1)
@@ -34,6 +37,14 @@ weighted auxiliary gradient, so a model trained on  CE + aux_weight * (sum of au
 needs nothing beyond its usual backward. ``backward(d_y, cache, d_aux=g)`` uses g instead
 of ``aux_weight``; ``backward(d_y, cache, d_mean_probs=g)`` takes the gradient of the
 training objective with respect to this layer's P [E] directly (the pooled objective).
+
+Inside a decoder (``t10_model``) the blocks know nothing of routing: they hand their FFN
+whatever keywords they receive. ``router_inputs`` gives a MoE layer the key mask,
+``router_loss`` sums (or pools) the layers' aux losses after the forward, and
+``router_grads`` gives each layer's backward its share of the pooled loss's gradient.
+
+No fast twins: everything here runs as written on either track (a ``print`` in it shows);
+the experts' projections call the twins named in ``t02_linear.py`` and ``t07_ffn.py``.
 """
 from __future__ import annotations
 
@@ -121,7 +132,8 @@ class MoE(Module):
     ``expert``: "swiglu" (Mixtral) or an FFN activation ("gelu", "gelu_tanh", "relu").
     ``hidden``: each expert's hidden width (default 4 d). ``aux_weight``: the weight of
     the load-balancing loss whose gradient ``backward`` adds (see the module docstring).
-    Parameter names: ``router.weight``, ``experts.{e}.up.weight`` ...
+    Parameter names: ``router.weight``, ``experts.{e}.up.weight`` ... ``rng``: the
+    Generator the weights are drawn from (None: ``np.random.default_rng(0)``).
     """
 
     def __init__(self, d, n_experts, top_k=2, hidden=None, expert="swiglu", bias=False,

@@ -206,10 +206,10 @@ def test_position_tables_stop_and_rope_does_not():
 
 def test_slow_rope_pairs_never_turn_within_the_trained_length():
     r = result(21)
-    for theta, count in r["pairs_never_turning"].items():
-        by_hand = sum(4095 * theta ** (-2 * i / 128) < 2 * math.pi for i in range(64))
+    for base, count in r["pairs_never_turning"].items():
+        by_hand = sum(4095 * base ** (-2 * i / 128) < 2 * math.pi for i in range(64))
         assert count == by_hand
-    # theta 10,000: pair i turns less than once iff i > 64 log(4095 / 2 pi) / log(10^4) = 45.02
+    # base 10,000: pair i turns less than once iff i > 64 log(4095 / 2 pi) / log(10^4) = 45.02
     assert r["pairs_never_turning"][10_000.0] == 64 - 46
     assert r["slowest_angle"][10_000.0] == pytest.approx(4095 * 10_000 ** (-126 / 128), rel=1e-9)
 
