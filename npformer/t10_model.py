@@ -111,23 +111,6 @@ class DecoderConfig(ConfigDict):
         return self.d_model // self.n_heads
 
 
-class TiedHead(Module):
-    """logits = x E^T, reading the token embedding table E [V, d] (a shared Parameter)."""
-
-    def __init__(self, embedding):
-        self.weight = embedding.weight
-
-    def forward(self, x):
-        """x [..., d] -> (logits x E^T [..., V], cache)."""
-        return linear_forward(x, self.weight.data.T)                # [..., V]
-
-    def backward(self, d_out, cache):
-        """d_x from d_logits; adds the head's share into the token table's gradient."""
-        d_x, d_weight_t, _ = linear_backward(d_out, cache)          # undoes logits = x E^T
-        self.weight.grad += d_weight_t.T                             # d_E = (x^T d_logits)^T
-        return d_x
-
-
 @dataclass(frozen=True)
 class DecoderCache(Cache):
     """The caches of one forward: the embeddings, every block, the final norm and the head."""
@@ -238,3 +221,21 @@ class DecoderLM(Module):
         if kv_cache is not None:
             key_mask = kv_cache.remember_key_mask(key_mask, n)
         return None if key_mask is None else padding_mask(key_mask=key_mask)
+
+
+# -- a variant: the LM head tied to the token table (GPT-2) ----------------------------------
+class TiedHead(Module):
+    """logits = x E^T, reading the token embedding table E [V, d] (a shared Parameter)."""
+
+    def __init__(self, embedding):
+        self.weight = embedding.weight
+
+    def forward(self, x):
+        """x [..., d] -> (logits x E^T [..., V], cache)."""
+        return linear_forward(x, self.weight.data.T)                # [..., V]
+
+    def backward(self, d_out, cache):
+        """d_x from d_logits; adds the head's share into the token table's gradient."""
+        d_x, d_weight_t, _ = linear_backward(d_out, cache)          # undoes logits = x E^T
+        self.weight.grad += d_weight_t.T                             # d_E = (x^T d_logits)^T
+        return d_x
