@@ -285,7 +285,7 @@ def learning_rate(step, steps, warmup, peak):
     return peak * (0.1 + 0.45 * (1 + math.cos(math.pi * (step - warmup) / (steps - warmup))))
 
 
-def train_reverse(steps=400, batch=32, length=5, seed=0):
+def train_reverse(steps=300, batch=32, length=5, seed=0):
     """Train a 2-block GPT on the reverse task -> (config, params, heldout, generated, accuracy):
     the share of held-out prompts answered with their own digits reversed, then <eos>."""
     rng = np.random.default_rng(seed)
