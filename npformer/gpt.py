@@ -1,4 +1,4 @@
-"""The whole GPT in one file: parameters, forward, backward and the AdamW step, in plain NumPy.
+"""The whole GPT in one file: parameters, forward, backward, the AdamW step and a task it learns.
 
 ``npformer.t10_model.DecoderLM`` on ``DecoderConfig.gpt2``, as functions on a dict of arrays:
 
@@ -8,17 +8,18 @@
     logits = LN(x) E^T                              final LayerNorm, head tied to E   [B, N, V]
     loss = mean over counted targets of -log softmax(logits)[target]   (IGNORE_INDEX skipped)
 
-Read it top to bottom: ``init_params``; the layers, each forward with its backward right after
-(as llm.c pairs them); the whole model's ``forward`` and ``backward``; ``adamw_step``; ``generate``.
-Each backward line names the forward line it undoes. Shapes: B batch, N positions, d width,
-H heads, D = d / H, V vocabulary. ``params`` uses the names of ``DecoderLM.state_dict()``.
+Read it top to bottom: ``make_config``, ``init_params``; the layers, each forward with its
+backward right after (as llm.c pairs them); the model's ``forward``, ``backward``; ``adamw_step``;
+``generate``; the reverse task ``python -m npformer.gpt`` trains. ``params`` has the names of
+``DecoderLM.state_dict()``; ``config`` (heads, eps, max_len ...) travels with it. Each backward
+line names the forward line it undoes. Shapes: B batch, N positions, d width, H heads, D = d / H.
 
-The backward formulas, in brief (d_y is the gradient arriving at y):
+The backward formulas, in brief (d_y is the gradient arriving at y, dL/dy):
     y = x W + b            d_x = d_y W^T,  d_W = x^T d_y (summed over B, N),  d_b = sum d_y
     y = xhat gamma + beta  d_gamma = sum d_y xhat,  d_beta = sum d_y,  d_xhat = d_y gamma,
                            d_x = rstd (d_xhat - mean(d_xhat) - xhat mean(d_xhat xhat))  (over d)
     w = softmax(s)         d_s = w (d_w - sum_j d_w_j w_j)                (sum over a row)
-    s = q k^T / sqrt(D)    d_q = d_s k / sqrt(D),  d_k = d_s^T q / sqrt(D)
+    s = q k^T / sqrt(D)    d_q = d_s k / sqrt(D),  d_k = d_s^T q / sqrt(D)  (d_k: the gradient of k)
     o = w v                d_w = d_o v^T,  d_v = w^T d_o
     GELU (tanh form)       d_x = d_y (0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)),
                            t = tanh(c (x + a x^3)), c = sqrt(2 / pi), a = 0.044715
@@ -27,6 +28,7 @@ The backward formulas, in brief (d_y is the gradient arriving at y):
     x = E[ids]             d_E[id] += d_x at every position holding id (the tied head adds too)
 """
 import math
+import time
 
 import numpy as np
 
@@ -34,12 +36,21 @@ IGNORE_INDEX = -100              # a target equal to this is not counted in the 
 GELU_C, GELU_A = math.sqrt(2 / math.pi), 0.044715
 
 
-# -- parameters ----------------------------------------------------------------------
-def init_params(vocab_size, max_len, d, n_layers, rng, std=0.02, dtype=np.float32):
+# -- the hyperparameters and the parameters ------------------------------------------------
+def make_config(vocab_size, max_len, d, n_layers, n_heads, eps=1e-5, std=0.02):
+    """The hyperparameters as a dict, checked: H heads of width D = d / H."""
+    if d % n_heads:
+        raise ValueError(f"n_heads: the width d={d} must be divisible by n_heads, got {n_heads}")
+    return dict(locals())                            # every argument, by its name
+
+
+def init_params(config, rng, dtype=np.float32):
     """GPT-2's initialisation: N(0, std) matrices, residual projections N(0, std / sqrt(2L)),
     zero biases, unit gains. Returns {name: array}, names as in ``DecoderLM.state_dict()``."""
+    d, n_layers, std = config["d"], config["n_layers"], config["std"]
     normal = lambda shape, scale=std: (scale * rng.standard_normal(shape)).astype(dtype)
-    params = {"tokens.weight": normal((vocab_size, d)), "positions.weight": normal((max_len, d))}
+    params = {"tokens.weight": normal((config["vocab_size"], d)),
+              "positions.weight": normal((config["max_len"], d))}
     small = std / math.sqrt(2 * n_layers)            # 2L residual branches add up: shrink each
     for i in range(n_layers):
         block = {"norm1.gamma": np.ones(d, dtype), "norm1.beta": np.zeros(d, dtype),
@@ -50,11 +61,6 @@ def init_params(vocab_size, max_len, d, n_layers, rng, std=0.02, dtype=np.float3
                  "ffn.down.weight": normal((4 * d, d), small), "ffn.down.bias": np.zeros(d, dtype)}
         params.update({f"blocks.{i}.{name}": array for name, array in block.items()})
     return {**params, "norm.gamma": np.ones(d, dtype), "norm.beta": np.zeros(d, dtype)}
-
-
-def block_params(params, i):
-    """Block i's parameters with the ``blocks.{i}.`` prefix removed."""
-    return {n.split(".", 2)[2]: a for n, a in params.items() if n.startswith(f"blocks.{i}.")}
 
 
 # -- the layers, each forward with its backward ------------------------------------------
@@ -153,7 +159,8 @@ def cross_entropy_backward(cache):
 
 # -- one block, then the model ---------------------------------------------------------
 def block_forward(x, p, n_heads, eps):
-    """x [B, N, d] -> (x + Attn(LN1(x)) + FFN(LN2(...)) [B, N, d], cache); p: ``block_params``."""
+    """x [B, N, d] -> (x + Attn(LN1(x)) + FFN(LN2(...)) [B, N, d], cache); p: this block's
+    parameters, named without their ``blocks.{i}.`` prefix."""
     a, norm1 = layernorm_forward(x, p["norm1.gamma"], p["norm1.beta"], eps)
     qkv, qkv_lin = linear_forward(a, p["attn.qkv.weight"], p["attn.qkv.bias"])   # [B, N, 3d]
     merged, attn = attention_forward(qkv, n_heads)                               # [B, N, d]
@@ -167,7 +174,7 @@ def block_forward(x, p, n_heads, eps):
 
 
 def block_backward(d_y, cache):
-    """d_y [B, N, d] -> (d_x, {name: gradient}), names as in ``block_params``."""
+    """d_y [B, N, d] -> (d_x, {name: gradient}), names as in ``p`` of ``block_forward``."""
     norm1, qkv_lin, attn, out_lin, norm2, up_lin, gelu, down_lin = cache
     d_act, d_w2, d_b2 = linear_backward(d_y, down_lin)           # undoes fed = act W2 + b2
     d_up = gelu_backward(d_act, gelu)                             # undoes act = GELU(up)
@@ -185,17 +192,20 @@ def block_backward(d_y, cache):
         "ffn.up.bias": d_b1, "ffn.down.weight": d_w2, "ffn.down.bias": d_b2}
 
 
-def forward(params, ids, targets=None, n_heads=1, eps=1e-5):
+def forward(params, config, ids, targets=None):
     """ids [B, N] -> (logits [B, N, V], loss, cache for ``backward``); loss and cache are None
     without ``targets`` [B, N], the id each position should predict (or IGNORE_INDEX)."""
     B, N = ids.shape
+    if N > config["max_len"]:
+        raise ValueError(f"ids: {N} positions, but the position table holds {config['max_len']}")
     E = params["tokens.weight"]                                           # [V, d]
     x = E[ids] + params["positions.weight"][:N]                           # [B, N, d]
-    blocks, n_layers = [], sum(name.endswith(".norm1.gamma") for name in params)
-    for i in range(n_layers):
-        x, block = block_forward(x, block_params(params, i), n_heads, eps)
+    blocks = []
+    for i in range(config["n_layers"]):
+        p = {n.split(".", 2)[2]: a for n, a in params.items() if n.startswith(f"blocks.{i}.")}
+        x, block = block_forward(x, p, config["n_heads"], config["eps"])
         blocks.append(block)
-    h, norm = layernorm_forward(x, params["norm.gamma"], params["norm.beta"], eps)
+    h, norm = layernorm_forward(x, params["norm.gamma"], params["norm.beta"], config["eps"])
     logits = h @ E.T                                                      # [B, N, V], tied head
     if targets is None:
         return logits, None, None
@@ -241,10 +251,70 @@ def adamw_step(params, grads, state, lr, betas=(0.9, 0.999), eps=1e-8, weight_de
         params[name] = w - lr * m_hat / (np.sqrt(v_hat) + eps)
 
 
-def generate(params, prompts, n_new, n_heads=1, eps=1e-5):
+# -- generation ------------------------------------------------------------------------
+def generate(params, config, prompts, n_new):
     """Greedy decoding: prompts [B, N0] (equal lengths) -> the n_new next ids [B, n_new]."""
+    if prompts.shape[1] + n_new - 1 > config["max_len"]:     # the last new id is never fed back
+        raise ValueError(f"n_new: {prompts.shape[1]} prompt ids and {n_new} new ones need more "
+                         f"positions than the position table holds ({config['max_len']})")
     ids = prompts
     for _ in range(n_new):
-        logits, _, _ = forward(params, ids, None, n_heads, eps)
+        logits, _, _ = forward(params, config, ids)
         ids = np.concatenate([ids, logits[:, -1].argmax(axis=-1)[:, None]], axis=1)
     return ids[:, prompts.shape[1]:]
+
+
+# -- a task it learns: reverse a digit string ("31415>" -> "51413") -----------------------
+SYMBOLS, SEP, BOS, EOS = "0123456789>", 10, 11, 12     # ids 0..9 are the digits themselves
+
+
+def reverse_task(n_train, n_heldout, length, rng):
+    """(train, heldout): rows <bos> digits > reversed digits <eos> [n, 2 length + 3], every
+    digit string drawn once, so no held-out string is seen in training."""
+    numbers = rng.choice(10 ** length, n_train + n_heldout, replace=False)
+    digits = numbers[:, None] // 10 ** np.arange(length - 1, -1, -1) % 10       # [n, length]
+    column = lambda token: np.full((len(numbers), 1), token)
+    rows = np.concatenate([column(BOS), digits, column(SEP), digits[:, ::-1], column(EOS)], axis=1)
+    return rows[:n_train], rows[n_train:]
+
+
+def learning_rate(step, steps, warmup, peak):
+    """Linear warmup to ``peak``, then a cosine down to peak / 10."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return peak * (0.1 + 0.45 * (1 + math.cos(math.pi * (step - warmup) / (steps - warmup))))
+
+
+def train_reverse(steps=300, batch=32, length=5, seed=0):
+    """Train a 2-block GPT on the reverse task -> (config, params, heldout, generated, accuracy):
+    the share of held-out prompts answered with their own digits reversed, then <eos>."""
+    rng = np.random.default_rng(seed)
+    train, heldout = reverse_task(3000, 500, length, rng)
+    answer = length + 2                                   # <bos> digits >: the answer starts here
+    inputs, targets = train[:, :-1], train[:, 1:].copy()  # position j predicts token j + 1
+    targets[:, :answer - 1] = IGNORE_INDEX                # only the answer and <eos> are scored
+    config = make_config(len(SYMBOLS) + 2, inputs.shape[1], d=64, n_layers=2, n_heads=4)
+    params, state = init_params(config, rng), {}
+    for step in range(steps):
+        rows = rng.integers(0, len(inputs), batch)
+        _, _, cache = forward(params, config, inputs[rows], targets[rows])
+        adamw_step(params, backward(params, cache), state, lr=learning_rate(step, steps, 20, 3e-3),
+                   betas=(0.9, 0.98))
+    new = generate(params, config, heldout[:, :answer], length + 1)
+    expected = np.concatenate([heldout[:, answer - 2:0:-1], np.full((len(new), 1), EOS)], axis=1)
+    return config, params, heldout, new, float(np.mean((new == expected).all(axis=1)))
+
+
+def main():
+    """``python -m npformer.gpt``: train on the reverse task, print the held-out accuracy."""
+    start = time.perf_counter()
+    config, params, heldout, generated, accuracy = train_reverse()
+    text = lambda ids: "".join(SYMBOLS[i] for i in ids if i < len(SYMBOLS))   # <bos>, <eos> unshown
+    for row, new in zip(heldout[:3], generated):
+        print(f"{text(row).split('>')[0]}> {text(new)}")
+    print(f"held-out accuracy: {accuracy:.1%} of {len(heldout)} digit strings never seen in "
+          f"training ({time.perf_counter() - start:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()

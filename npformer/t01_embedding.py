@@ -1,13 +1,21 @@
 """Token embeddings and the position information added to them.
 
-- ``Embedding``: looks up row ``id`` of a [V, d] table; backward scatters the
-  gradient back, repeated ids accumulating (``np.add.at``), except into a frozen
-  ``padding_idx`` row (PyTorch's padding_idx).
-- ``LearnedPositions``: the same lookup on a [max_len, d] table of positions.
-- ``SinusoidalPositions``: the fixed table PE[p, 2i] = sin(p / 10000^(2i/d)),
-  PE[p, 2i+1] = cos(p / 10000^(2i/d)); nothing to learn.
-- ``Embeddings``: the input stream of every backbone,
-  x = norm(scale * E[ids] + S[segments] + P[positions]), each part optional but E.
+The article adds the two: x_i = token_embedding_i + position_embedding_i, the positions
+either learned or built from sines and cosines. Here, with E the [V, d] token table and
+P the [max_len, d] position table:
+
+- ``Embedding``: row ``id`` of E for every id, ids [B, N] -> [B, N, d];
+- ``LearnedPositions``: the same lookup in P;
+- ``SinusoidalPositions``: the fixed table PE[p, 2i] = sin(p / base^(2i/d)),
+  PE[p, 2i+1] = cos(p / base^(2i/d)), base = 10000; nothing to learn;
+- ``Embeddings``: the input stream, x = E[ids] + P[positions]; its variants add a
+  scale, segment rows S (BERT) and a norm: x = norm(scale * E[ids] + S[segments] + P[positions]).
+
+Backward (``d_x`` is the gradient of the loss with respect to x): a lookup sends d_x back
+to the rows it read, d_E[id] += d_x at every position holding id, so an id read twice
+receives both (``np.add.at``); a ``padding_idx`` row stays frozen (PyTorch's padding_idx).
+
+No fast twins: everything here runs as written on either track (a ``print`` in it shows).
 """
 from __future__ import annotations
 
@@ -16,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .core.module import Cache, Module, Parameter, init_normal
-from .core.validate import check_ids, check_padding_idx, check_positions  # noqa: F401
+from .core.validate import check_ids, check_padding_idx, check_positions, check_rng
 
 
 @dataclass(frozen=True)
@@ -27,8 +35,9 @@ class LookupCache(Cache):
 
 
 class Embedding(Module):
-    """ids [B, N] (integers in [0, V)) -> vectors [B, N, d].
+    """ids [B, N] (integers in [0, V)) -> vectors [B, N, d], rows of the table E [V, d].
 
+    ``rng``: the Generator E is drawn from (None: ``np.random.default_rng(0)``).
     ``padding_idx``: a row whose gradient stays zero, PyTorch's ``nn.Embedding(padding_idx=...)``
     (BERT's and BART's [PAD] row). The row is still read, and starts at zero; backward
     never adds into it, so gradient steps leave it alone (weight decay, if any, still
@@ -38,7 +47,7 @@ class Embedding(Module):
 
     def __init__(self, vocab_size, d, rng=None, std=0.02, dtype=np.float32, padding_idx=None):
         self.padding_idx = check_padding_idx("padding_idx", padding_idx, vocab_size)
-        table = init_normal(rng, (vocab_size, d), std, dtype)
+        table = init_normal(check_rng(rng), (vocab_size, d), std, dtype)
         if self.padding_idx is not None:
             table[self.padding_idx] = 0                  # as torch initialises it
         self.weight = Parameter(table)
@@ -49,8 +58,8 @@ class Embedding(Module):
         return self.weight.data[ids], LookupCache(ids)
 
     def backward(self, d_out, cache):
-        # forward: out[b, n] = W[ids[b, n]]; an id read twice receives both gradients
         """Adds d_out into the rows that were read; returns None (ids have no gradient)."""
+        # forward: out[b, n] = E[ids[b, n]]; an id read twice receives both gradients
         d = self.weight.shape[1]
         ids, d_rows = cache.ids.reshape(-1), d_out.reshape(-1, d)        # [B*N], [B*N, d]
         if self.padding_idx is not None:

@@ -1,12 +1,17 @@
-"""Linear: y = x W + b, the projection behind Q/K/V, Wo, the FFN and the LM head.
+"""Linear: y = x W + b, the projection behind the article's q = x Wq, k = x Wk, v = x Wv,
+the output projection Wo, the FFN's W1 and W2, and the LM head.
 
-W is stored as [d_in, d_out] so the code reads like the tutorial's ``q = x Wq``.
+W is stored as [d_in, d_out] so the code reads like the article's ``q = x Wq``.
 (PyTorch's nn.Linear stores the transpose; npformer.interop converts.)
 
-Backward, for the upstream gradient dy [..., d_out]:
-    dx = dy W^T                        [..., d_in]
-    dW = sum over positions of x^T dy  [d_in, d_out]
-    db = sum over positions of dy      [d_out]
+Backward, for the upstream gradient d_y [..., d_out] (``d_x`` means dL/dx throughout):
+    d_x = d_y W^T                           [..., d_in]
+    d_W = sum over positions of x^T d_y     [d_in, d_out]
+    d_b = sum over positions of d_y         [d_out]
+
+Fast twins: ``linear_forward`` and ``linear_backward`` have drop-in twins in
+``npformer/fast/linear.py``, which run only under ``npformer.track("fast")``. By default
+the functions written here run: a ``print`` in them shows.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import numpy as np
 
 from .core.module import Cache, Module, Parameter, init_normal
 from .core.track import fast_twin
-from .core.validate import check_float, check_last_dim
+from .core.validate import check_float, check_last_dim, check_rng
 
 
 @dataclass(frozen=True)
@@ -52,17 +57,21 @@ def linear_backward(d_out, cache):
     d_x = d_out @ weight.T                                    # [..., d_in]
     x_rows = x.reshape(-1, x.shape[-1])                       # every position is one row: [B*N, d_in]
     d_rows = d_out.reshape(-1, d_out.shape[-1])               # [B*N, d_out]
-    d_weight = x_rows.T @ d_rows                              # each position adds x^T dy
+    d_weight = x_rows.T @ d_rows                              # each position adds x^T d_y
     d_bias = sum_over_positions(d_out) if cache.has_bias else None
     return d_x, d_weight, d_bias
 
 
 class Linear(Module):
-    """x [..., d_in] -> x W + b [..., d_out]; ``bias=False`` drops b."""
+    """x [..., d_in] -> x W + b [..., d_out]; ``bias=False`` drops b.
+
+    W [d_in, d_out] is drawn from N(0, std^2) (std default 1/sqrt(d_in)) with ``rng``, a
+    numpy Generator (None: ``np.random.default_rng(0)``); b starts at 0.
+    """
 
     def __init__(self, d_in, d_out, bias=True, rng=None, std=None, dtype=np.float32):
         std = 1.0 / np.sqrt(d_in) if std is None else std
-        self.weight = Parameter(init_normal(rng, (d_in, d_out), std, dtype))
+        self.weight = Parameter(init_normal(check_rng(rng), (d_in, d_out), std, dtype))
         self.bias = Parameter(np.zeros(d_out, dtype)) if bias else None
 
     def forward(self, x):

@@ -1,12 +1,21 @@
 """Softmax: scores become weights that are non-negative and sum to 1.
 
-    a_j = e^(s_j - max s) / sum_k e^(s_k - max s)        (subtracting the max changes nothing
-                                                          and keeps every exponent <= 0)
-Backward, for an upstream gradient d_a:
-    d_s = a * (d_a - sum_j d_a_j a_j)
+The article writes, for the scores s of one row, a_j = exp(s_j) / sum_k exp(s_k). The code
+subtracts the row's maximum first, which changes nothing and keeps every exponent <= 0:
 
+    a_j = exp(s_j - max s) / sum_k exp(s_k - max s)
+
+Backward, for an upstream gradient d_a (``d_s`` means dL/ds):
+    d_s = a * (d_a - sum_j d_a_j a_j)
 Each weight depends on every score, so the gradient of one score collects the whole row.
-A boolean ``mask`` ("may read") gives a masked score weight exactly 0.
+
+Masks: the article adds M to the scores, 0 where reading is allowed and -inf where it is
+not. Here a mask is boolean, True where reading is allowed ("may read");
+``where(mask, s, -inf)`` is the same limit, and a masked score gets weight exactly 0.
+
+Fast twins: ``softmax_forward`` and ``softmax_backward`` have drop-in twins in
+``npformer/fast/functional.py``, which run only under ``npformer.track("fast")``. By
+default the functions written here run: a ``print`` in them shows.
 """
 from __future__ import annotations
 
@@ -29,7 +38,8 @@ class SoftmaxCache(Cache):
 
 @fast_twin
 def softmax_forward(x, axis=-1, mask=None):
-    """a_j = exp(s_j - max s) / sum_k exp(s_k - max s), only over entries where ``mask`` is True.
+    """Scores x (the article's s) -> weights y (its a): a_j = exp(s_j - max s) / sum_k
+    exp(s_k - max s), only over entries where ``mask`` is True.
 
     ``mask`` is boolean and broadcasts against ``x``; False entries get weight exactly 0.
     A row with no True entry (fully masked) returns all zeros, never NaN.
@@ -46,9 +56,9 @@ def softmax_forward(x, axis=-1, mask=None):
 
 @fast_twin
 def softmax_backward(d_out, cache):
-    """Gradient of the scores from the gradient of the weights."""
+    """d_x, the gradient of the scores, from d_out, the gradient of the weights y."""
     y = cache.y
-    # forward: y = e / sum(e). Each y_i depends on every x_j: dx_i = y_i (dy_i - sum_j dy_j y_j).
+    # forward: y = e / sum(e). Each y_i depends on every x_j: d_x_i = y_i (d_y_i - sum_j d_y_j y_j).
     # A masked entry has y = 0, so its gradient is 0 too.
     return y * (d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True))
 

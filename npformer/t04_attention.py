@@ -1,8 +1,9 @@
 """Attention: each position reads the others, weighted by how well its query matches their keys.
 
-The article writes, for one head with queries Q [N, d_k], keys K [M, d_k], values V [M, d_v]:
+The article writes, for one head with queries Q [N, d_k], keys K [M, d_k], values V [M, d_v]
+and an additive mask M:
 
-    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + M) V
 
 Here with the batch and the heads in front (the article's d_k is our D, the head width):
 
@@ -11,12 +12,12 @@ Here with the batch and the heads in front (the article's d_k is our D, the head
     out     = weights v                          [B, H, N, Dv]
 
 The masks here are boolean and mean "may read": True where query i may read key j. The
-article writes the same limit additively, softmax(scores + M) with M = 0 where reading is
-allowed and -inf where it is not; exp(-inf) = 0, so both give a forbidden key weight
-exactly 0. A query row with no readable key gets all-zero weights and a zero output
-(never NaN).
+article's M is the same limit written additively, 0 where reading is allowed and -inf
+where it is not; exp(-inf) = 0, so both give a forbidden key weight exactly 0. A query
+row with no readable key gets all-zero weights and a zero output (never NaN).
 
-Backward, for the upstream gradient d_out (``d_x`` is always the gradient of x):
+Backward, for the upstream gradient d_out. ``d_x`` always means dL/dx, the gradient of
+x: ``d_k`` below is the gradient of the keys k, not the article's key width d_k (our D).
 
     d_weights = d_out v^T                d_v = weights^T d_out
     d_scores  = weights * (d_weights - sum_j d_weights_j weights_j)     (softmax backward)
@@ -27,10 +28,10 @@ attention; multi-head attention (split into heads, attend, merge, Wo); then a va
 grouped-query attention (H query heads share H_kv key/value heads; H_kv = 1 is
 multi-query attention).
 
-Fast twins: ``attention_forward``, ``attention_backward``, ``grouped_attention_forward`` and
-``grouped_attention_backward`` have twins in ``npformer/fast/attention.py``, used only under
-``npformer.track("fast")`` (the ``npformer`` commands that train choose it and say so).
-Everything else, and these four by default, runs as written here: a ``print`` in them shows.
+Fast twins: ``attention_forward``, ``attention_backward``, ``grouped_attention_forward``
+and ``grouped_attention_backward`` have drop-in twins in ``npformer/fast/attention.py``,
+which run only under ``npformer.track("fast")``. By default the functions written here
+run: a ``print`` in them shows.
 """
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ from .t03_softmax import SoftmaxCache, softmax_backward, softmax_forward
 from .t02_linear import Linear
 from .core.module import Cache, Module
 from .core.track import fast_twin
-from .core.validate import check_grouped_qkv, check_heads, check_mask, check_qkv, check_window
+from .core.validate import (check_grouped_qkv, check_heads, check_mask, check_qkv, check_rng,
+                            check_window)
 
 
 # -- masks ------------------------------------------------------------------------
@@ -167,13 +169,6 @@ def attention_backward(d_out, cache):
     return d_q, d_k, d_v
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
-    """(out, weights) of attention, for inspection without a backward; k and v may have
-    fewer heads than q (grouped-query attention)."""
-    out, cache = grouped_attention_forward(q, k, v, mask, scale)
-    return out, cache.weights
-
-
 # -- multi-head attention --------------------------------------------------------------
 @dataclass(frozen=True)
 class MultiHeadCache(Cache):
@@ -193,19 +188,22 @@ class MultiHeadCache(Cache):
 
 
 class MultiHeadAttention(Module):
-    """x [B, N, d] -> [B, N, d]: fused Q/K/V projection, H heads (H_kv for K/V), Wo.
+    """x [B, N, d] -> [B, N, d]: Q, K, V from one fused projection, H heads, merged, Wo.
 
-    One Linear ``qkv`` produces [Q | K | V] = [H*D | H_kv*D | H_kv*D] features;
+    One Linear ``qkv`` produces [Q | K | V], H heads of width D = d / H each (the article's
+    multi-head attention); with ``n_kv_heads`` = H_kv < H, K and V have H_kv heads
+    (grouped-query attention, the variant below): [H*D | H_kv*D | H_kv*D] features.
     ``out`` is Wo. ``rope`` (a ``Rotary``) rotates Q and K at their positions.
     ``causal`` and ``window`` apply the causal rule (``may_read``) inside the kernel;
     ``mask`` in ``forward`` adds any other limit (usually padding, [B, 1, 1, M]).
     ``kernel`` computes attention from the heads: ``DotProductAttention()`` (default)
-    or ``flash_attention.BlockwiseAttention()``.
+    or ``t18_flash_attention.BlockwiseAttention()``. ``rng``: the Generator the weights
+    are drawn from (None: ``np.random.default_rng(0)``).
     """
 
     def __init__(self, d, n_heads, n_kv_heads=None, bias=False, rope=None, window=None,
                  rng=None, dtype=np.float32, out_std=None, kernel=None, causal=False):
-        n_kv_heads = check_heads(d, n_heads, n_kv_heads)
+        n_kv_heads, rng = check_heads(d, n_heads, n_kv_heads), check_rng(rng)
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d // n_heads
         self.window, self.causal = check_window(window), causal
         self.kernel = DotProductAttention() if kernel is None else kernel
@@ -227,10 +225,11 @@ class MultiHeadAttention(Module):
         return mixed.transpose(0, 2, 1, 3).reshape(B, N, H * D)
 
     def forward(self, x, mask=None, positions=None, kv=None):
-        """``mask`` broadcasts to [B, H, N, M]; ``positions`` [N] or [B, N] for RoPE;
-        ``kv`` a per-layer view of a ``KVCache`` for incremental decoding."""
+        """x [B, N, d] -> (y [B, N, d], cache). ``mask`` broadcasts to [B, H, N, M];
+        ``positions`` [N] or [B, N] for RoPE; ``kv`` one layer of a ``KVCache``
+        (``t13_kv_cache``) for incremental decoding."""
         N = x.shape[1]
-        qkv, qkv_cache = self.qkv.forward(x)                   # [B, N, (H + 2 H_kv) D]
+        qkv, qkv_cache = self.qkv.forward(x)                   # x [Wq | Wk | Wv]: [B, N, (H + 2 H_kv) D]
         q, k, v = self.split_heads(qkv)
         q_rope = k_rope = None
         if self.rope is not None:
@@ -246,22 +245,22 @@ class MultiHeadAttention(Module):
         return y, MultiHeadCache(qkv_cache, q_rope, k_rope, attn, out, kv is not None)
 
     def backward(self, d_out, cache):
-        """d_x from d_out; adds into the Q/K/V and output projections' gradients."""
+        """d_x [B, N, d] from d_out; adds into the Q/K/V and output projections' gradients."""
         if cache.cached_decode:
             raise NotImplementedError("backward through a KV-cached decode step is not "
                                       "supported: the KV cache is for inference")
-        d_merged = self.out.backward(d_out, cache.out)          # [B, N, H*D]
+        d_merged = self.out.backward(d_out, cache.out)          # undoes y = merged Wo: [B, N, H*D]
         B, N, _ = d_merged.shape
-        # forward: merged = merge_heads(mixed)
+        # undoes merged = merge_heads(mixed)
         d_mixed = d_merged.reshape(B, N, self.n_heads, self.head_dim).transpose(0, 2, 1, 3)
-        d_q, d_k, d_v = self.kernel.backward(d_mixed, cache.attn)
-        if self.rope is not None:
+        d_q, d_k, d_v = self.kernel.backward(d_mixed, cache.attn)   # undoes mixed = Attn(q, k, v)
+        if self.rope is not None:                               # undoes the rotation of q and k
             d_q = self.rope.backward(d_q, cache.q_rope)
             d_k = self.rope.backward(d_k, cache.k_rope)
-        # forward: q, k, v = split_heads(qkv)
-        d_heads = np.concatenate([d_q, d_k, d_v], axis=1)      # [B, heads, N, D]
+        # undoes q, k, v = split_heads(qkv)
+        d_heads = np.concatenate([d_q, d_k, d_v], axis=1)      # [B, H + 2 H_kv, N, D]
         d_qkv = d_heads.transpose(0, 2, 1, 3).reshape(B, N, -1)
-        return self.qkv.backward(d_qkv, cache.qkv)
+        return self.qkv.backward(d_qkv, cache.qkv)             # undoes qkv = x [Wq | Wk | Wv]
 
 
 # -- a variant: grouped-query attention (GQA, and MQA with H_kv = 1) ------------------------
@@ -298,6 +297,13 @@ def grouped_attention_backward(d_out, cache):
     d_q, d_k_heads, d_v_heads = attention_backward(d_out, repeated)
     # forward: k_heads, v_heads = repeat_kv(k), repeat_kv(v)
     return d_q, sum_groups(d_k_heads, group), sum_groups(d_v_heads, group)
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, scale=None):
+    """(out, weights) of attention, for inspection without a backward; k and v may have
+    fewer heads than q (grouped-query attention)."""
+    out, cache = grouped_attention_forward(q, k, v, mask, scale)
+    return out, cache.weights
 
 
 # -- the kernel MultiHeadAttention calls between splitting and merging the heads ------------

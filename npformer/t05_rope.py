@@ -1,16 +1,33 @@
-"""Rotary position embedding (RoPE): rotate pairs of Q/K features by position-dependent angles.
+"""Rotary position embedding (RoPE): rotate pairs of Q/K features by angles that grow with the position.
 
-For a pair (a, b) at position p and frequency w_i = theta^(-2i/R):
-    [a, b] -> [a cos(p w_i) - b sin(p w_i),  a sin(p w_i) + b cos(p w_i)]
-Then (R_i q) . (R_j k) = q . (R_{j-i} k): scores depend only on the offset j - i.
+The article turns a pair [a, b] by an angle θ:
 
-Backward: a rotation's transpose is its inverse, so the gradient is rotated back by
-the same angle, -p w_i. Rotary has no parameters.
+    [a, b] -> [a cos θ - b sin θ,  a sin θ + b cos θ]
 
-Layouts of the pairs inside a head of width D (R = rotated width, R <= D, even):
-- ``"half"``: feature i pairs with i + R/2 (Llama-family checkpoints);
-- ``"interleaved"``: feature 2i pairs with 2i + 1 (the RoFormer paper).
-Features past R (``fraction < 1``) pass through unrotated.
+and writes R_i for the rotation at position i, so that (R_i q)^T (R_j k) = q^T R_{j-i} k:
+a score depends on the offset j - i, not on where the two positions are.
+
+Here, in a head of width D, the first D_rot features (D_rot <= D, even) form D_rot / 2
+pairs, and pair c at position p turns by its own angle
+
+    θ = p w_c,   w_c = base^(-2c / D_rot),   c = 0 .. D_rot/2 - 1
+
+    article          code
+    θ (an angle)     ``Rotary.angles(positions)``: p w_c for every position and pair
+    (the base)       ``Rotary(base=10000)``; configs keep Hugging Face's field name ``rope_theta``
+    R_i (a matrix)   the turn at position i (R_p below): its cos θ and sin θ tables (``RopeCache``)
+    D_rot (a width)  ``rotated``: how many features are rotated, ``fraction * D`` made even
+
+Backward: a rotation's transpose is its inverse (R_i^T turns by -θ), so the gradient is
+turned back by the same angle. Rotary has no parameters.
+
+Layouts of the pairs inside a head:
+- ``"half"``: feature c pairs with c + D_rot/2 (Llama-family checkpoints);
+- ``"interleaved"``: feature 2c pairs with 2c + 1 (the RoFormer paper).
+Features past D_rot (``fraction < 1``) pass through unrotated.
+
+Fast twin: ``rotate`` has a drop-in twin in ``npformer/fast/rope.py``, which runs only under
+``npformer.track("fast")``. By default the function written here runs: a ``print`` in it shows.
 """
 from __future__ import annotations
 
@@ -36,14 +53,14 @@ def pairs(x, layout, rotated):
 
 @fast_twin
 def rotate(x, cos, sin, layout="half", rotated=None):
-    """Each pair (a, b) of x [..., D] turned by its angle: (a cos - b sin, a sin + b cos).
+    """Each pair (a, b) of x [..., D] turned by its angle θ: (a cos θ - b sin θ, a sin θ + b cos θ).
 
-    ``cos``, ``sin`` [..., R/2] broadcast against the pairs; features past ``rotated``
-    (default: all of D) pass through unchanged.
+    ``cos``, ``sin`` [..., D_rot/2] broadcast against the pairs; features past ``rotated``
+    (D_rot, default: all of D) pass through unchanged.
     """
     rotated = x.shape[-1] if rotated is None else rotated
     a, b = pairs(x, layout, rotated)
-    out = x.copy()                          # features past R pass through unrotated
+    out = x.copy()                          # features past D_rot pass through unrotated
     out_a, out_b = pairs(out, layout, rotated)
     out_a[...] = a * cos - b * sin
     out_b[...] = a * sin + b * cos
@@ -52,35 +69,41 @@ def rotate(x, cos, sin, layout="half", rotated=None):
 
 @dataclass(frozen=True)
 class RopeCache(Cache):
-    """The cos and sin tables of the angles used."""
+    """cos θ and sin θ of the angles used: the rotation R_p at each position."""
 
     cos: np.ndarray
     sin: np.ndarray
 
 
 class Rotary(Module):
-    """Applies RoPE to x [B, H, N, D] at integer positions [N] or [B, N]; no parameters."""
+    """Applies RoPE to x [B, H, N, D] at integer positions [N] or [B, N]; no parameters.
+
+    ``base``: the number whose powers give the pairs' frequencies, w_c = base^(-2c / D_rot)
+    (10000 in the RoFormer paper and Llama; a config's ``rope_theta``). ``fraction``: the
+    share of D that is rotated (D_rot = ``rotated``).
+    """
 
     LAYOUTS = LAYOUTS
 
-    def __init__(self, head_dim, theta=10000.0, layout="half", fraction=1.0):
-        rotated = 2 * (int(head_dim * fraction) // 2)          # pairs: an even count
+    def __init__(self, head_dim, base=10000.0, layout="half", fraction=1.0):
+        rotated = 2 * (int(head_dim * fraction) // 2)          # D_rot: pairs, an even count
         check_choice("layout", layout, LAYOUTS)
         if rotated < 2:
-            raise ValueError(f"fraction: rotates {rotated} features of head_dim {head_dim}; need at least 2")
-        self.head_dim, self.theta, self.layout, self.rotated = head_dim, theta, layout, rotated
+            raise ValueError(f"fraction: rotates {rotated} features of head_dim {head_dim}; "
+                             f"need at least 2")
+        self.head_dim, self.base, self.layout, self.rotated = head_dim, base, layout, rotated
 
     def angles(self, positions):
-        """p * w_i for each position and pair: [..., N, R/2] in float64."""
-        w = self.theta ** (-np.arange(0, self.rotated, 2) / self.rotated)     # [R/2]
+        """The article's θ = p w_c for each position p and pair c: [..., N, D_rot/2] in float64."""
+        w = self.base ** (-np.arange(0, self.rotated, 2) / self.rotated)      # w_c: [D_rot/2]
         return np.asarray(positions, dtype=np.float64)[..., None] * w
 
     def tables(self, positions, dtype):
-        """cos and sin [N, R/2] (positions [N]) or [B, 1, N, R/2] (positions [B, N])."""
-        angle = self.angles(positions)
-        if angle.ndim == 3:
-            angle = angle[:, None]              # broadcast over heads
-        return np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
+        """cos θ and sin θ: [N, D_rot/2] (positions [N]) or [B, 1, N, D_rot/2] (positions [B, N])."""
+        theta = self.angles(positions)
+        if theta.ndim == 3:
+            theta = theta[:, None]              # broadcast over heads
+        return np.cos(theta).astype(dtype), np.sin(theta).astype(dtype)
 
     def forward(self, x, positions):
         """x [B, H, N, D] rotated at ``positions`` [N] or [B, N] -> (out, cache)."""
@@ -90,6 +113,6 @@ class Rotary(Module):
         return rotate(x, cos, sin, self.layout, self.rotated), RopeCache(cos, sin)
 
     def backward(self, d_out, cache):
-        # forward: out = R(angle) x; R^T = R(-angle), so d_x = R(-angle) d_out
         """d_x: d_out rotated back by the same angles."""
+        # forward: out = R_p x, the turn by θ; R_p^T turns by -θ (cos stays, sin flips sign)
         return rotate(d_out, cache.cos, -cache.sin, self.layout, self.rotated)

@@ -1,15 +1,22 @@
 """Activations: the non-linear functions inside the FFN (and BERT's pooler).
 
-Each is a forward/backward pair; for an upstream gradient dy:
+The article's FFN puts an activation between its two projections, ReLU in its worked
+example, GELU or a gated SiLU in real models; without it the two would collapse into one.
+Each is a forward/backward pair here; for an upstream gradient d_y (``d_x`` means dL/dx):
 
-    ReLU         y = max(x, 0)                         dx = dy * [x > 0]
-    GELU         y = x Phi(x)                          dx = dy * (Phi(x) + x phi(x))
-    tanh-GELU    y = x (1 + t) / 2, t = tanh(u),       dx = dy * ((1 + t) / 2 + x (1 - t^2) u' / 2)
-                 u = c (x + a x^3)                          u' = c (1 + 3 a x^2)
-    SiLU         y = x s, s = sigmoid(x)               dx = dy * s (1 + x (1 - s))
-    tanh         y = tanh(x)                           dx = dy * (1 - y^2)
+    ReLU         y = max(x, 0)                         d_x = d_y * [x > 0]
+    GELU         y = x Phi(x)                          d_x = d_y * (Phi(x) + x phi(x))
+    tanh-GELU    y = x (1 + t) / 2, t = tanh(u),       d_x = d_y * ((1 + t) / 2 + x (1 - t^2) u' / 2)
+                 u = c (x + a x^3)                            u' = c (1 + 3 a x^2)
+    SiLU         y = x s, s = sigmoid(x)               d_x = d_y * s (1 + x (1 - s))
+    tanh         y = tanh(x)                           d_x = d_y * (1 - y^2)
 
 Phi is the standard normal cumulative distribution and phi its density.
+
+Fast twins: ``gelu_tanh_forward``, ``gelu_tanh_backward``, ``silu_forward`` and
+``silu_backward`` have drop-in twins in ``npformer/fast/functional.py``, which run only
+under ``npformer.track("fast")``. By default the functions written here run: a ``print``
+in them shows.
 """
 from __future__ import annotations
 

@@ -1,12 +1,22 @@
-"""Position-wise feed-forward networks: the same small MLP applied to every position.
+"""Position-wise feed-forward networks: the same small network applied to every position alone.
 
-FFN(x)    = act(x W1 + b1) W2 + b2              (act: ReLU, GELU or its tanh form)
-SwiGLU(x) = (SiLU(x W_gate) * (x W_up)) W_down  (a gated variant, Llama-style)
+The article's FFN, then a gated variant:
+
+    FFN(x)    = act(x W1 + b1) W2 + b2              (act: ReLU, GELU or its tanh form)
+    SwiGLU(x) = (SiLU(x W_gate) * (x W_up)) W_down  (Llama-style: one branch gates the other)
+
 Without the activation the two projections would collapse into one: x W1 W2.
 
+Backward of FFN, with h = x W1 + b1 and a = act(h) (``d_x`` means dL/dx):
+    d_a = d_y W2^T;   d_h = d_a * act'(h);   d_x = d_h W1^T
 Backward of SwiGLU, with s = SiLU(x W_gate), u = x W_up and h = s * u (the gate):
     d_h = d_y W_down^T;   d_s = d_h * u;   d_u = d_h * s
 and x receives the sum of what its two projections send back.
+
+Fast twins: ``swiglu_gate_forward`` and ``swiglu_gate_backward`` have drop-in twins in
+``npformer/fast/ffn.py``, which run only under ``npformer.track("fast")``. By default the
+functions written here run: a ``print`` in them shows. (The projections are ``Linear``s,
+whose own twins are named in ``t02_linear.py``.)
 """
 from __future__ import annotations
 
@@ -18,7 +28,7 @@ from .t06_activations import ACTIVATIONS, silu_backward, silu_forward
 from .t02_linear import Linear
 from .core.module import Cache, Module
 from .core.track import fast_twin
-from .core.validate import check_choice
+from .core.validate import check_choice, check_rng
 
 
 @dataclass(frozen=True)
@@ -31,22 +41,25 @@ class FFNCache(Cache):
 
 
 class FFN(Module):
-    """x [..., d] -> [..., d] through a hidden width ``hidden`` (default ``mult * d``)."""
+    """x [..., d] -> act(x W1 + b1) W2 + b2 [..., d], hidden width ``hidden`` (default ``mult * d``).
+
+    ``up`` is W1, ``down`` is W2. ``rng``: the Generator the weights are drawn from (None:
+    ``np.random.default_rng(0)``).
+    """
 
     def __init__(self, d, hidden=None, mult=4, activation="gelu", bias=True, rng=None,
                  dtype=np.float32, out_std=None):
         self.activation = check_choice("activation", activation, sorted(ACTIVATIONS))
-        hidden = mult * d if hidden is None else hidden
+        hidden, rng = mult * d if hidden is None else hidden, check_rng(rng)
         self.up = Linear(d, hidden, bias, rng, dtype=dtype)
         self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)
 
-    def forward(self, x, token_mask=None):
-        """x [..., d] -> y [..., d]. Each position is computed alone, so padding changes
-        nothing: ``token_mask`` is accepted only so that every FFN kind fits a block."""
+    def forward(self, x):
+        """x [..., d] -> (y [..., d], cache); each position is computed alone."""
         act_forward, _ = ACTIVATIONS[self.activation]
-        h, up = self.up.forward(x)                 # [..., hidden]
-        a, act = act_forward(h)
-        y, down = self.down.forward(a)             # [..., d]
+        h, up = self.up.forward(x)                 # h = x W1 + b1: [..., hidden]
+        a, act = act_forward(h)                    # a = act(h)
+        y, down = self.down.forward(a)             # y = a W2 + b2: [..., d]
         return y, FFNCache(up, act, down)
 
     def backward(self, d_out, cache):
@@ -102,16 +115,19 @@ class SwiGLUCache(Cache):
 
 
 class SwiGLU(Module):
-    """x [..., d] -> (SiLU(x W_gate) * x W_up) W_down, hidden width ``hidden``."""
+    """x [..., d] -> (SiLU(x W_gate) * x W_up) W_down, hidden width ``hidden`` (default 4 d).
+
+    ``rng``: the Generator the weights are drawn from (None: ``np.random.default_rng(0)``).
+    """
 
     def __init__(self, d, hidden=None, bias=False, rng=None, dtype=np.float32, out_std=None):
-        hidden = 4 * d if hidden is None else hidden
+        hidden, rng = 4 * d if hidden is None else hidden, check_rng(rng)
         self.gate = Linear(d, hidden, bias, rng, dtype=dtype)
         self.up = Linear(d, hidden, bias, rng, dtype=dtype)
         self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)
 
-    def forward(self, x, token_mask=None):
-        """x [..., d] -> y [..., d]; position-wise like ``FFN`` (``token_mask`` unused)."""
+    def forward(self, x):
+        """x [..., d] -> (y [..., d], cache); position-wise like ``FFN``."""
         g, gate = self.gate.forward(x)                       # [..., hidden]
         value, up = self.up.forward(x)
         h, glu = swiglu_gate_forward(g, value)               # SiLU(g) * value
@@ -122,6 +138,6 @@ class SwiGLU(Module):
         """d_x from d_out, through W_down, the gate and both projections."""
         d_h = self.down.backward(d_out, cache.down)          # forward: y = h W_down
         d_g, d_value = swiglu_gate_backward(d_h, cache.glu)  # forward: h = SiLU(g) * value
-        d_x_up = self.up.backward(d_value, cache.up)
-        d_x_gate = self.gate.backward(d_g, cache.gate)
+        d_x_up = self.up.backward(d_value, cache.up)         # forward: value = x W_up
+        d_x_gate = self.gate.backward(d_g, cache.gate)       # forward: g = x W_gate
         return d_x_up + d_x_gate                             # x feeds both projections

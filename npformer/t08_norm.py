@@ -1,13 +1,24 @@
 """LayerNorm and RMSNorm: rescaling each position's vector over its d features.
 
-LayerNorm:  xhat = (x - mean) / sqrt(var + eps);   y = gamma * xhat + beta
-RMSNorm:    xhat = x / sqrt(mean(x^2) + eps);      y = gamma * xhat          (no centring, no beta)
+The article's LayerNorm subtracts the mean and divides by the standard deviation, then
+applies a learned gain and shift; RMSNorm, the variant, skips the mean and divides by the
+root mean square:
 
-Backward, with g = d_y * gamma and rstd = 1 / sqrt(var + eps) (or 1 / rms):
+    LayerNorm:  xhat = (x - mean) / sqrt(var + eps);   y = gamma * xhat + beta
+    RMSNorm:    xhat = x / sqrt(mean(x^2) + eps);      y = gamma * xhat          (no beta)
+
+Backward, with d_xhat = d_y * gamma and rstd = 1 / sqrt(var + eps) (or 1 / rms); the
+means are over the d features (``d_x`` means dL/dx):
     d_gamma = sum over positions of d_y * xhat;   d_beta = sum over positions of d_y
-    LayerNorm:  d_x = rstd * (g - mean(g) - xhat * mean(g * xhat))
-    RMSNorm:    d_x = rstd * (g - xhat * mean(g * xhat))
-(the means over the d features: the paths through the mean and the variance).
+    LayerNorm:  d_x = rstd * (d_xhat - mean(d_xhat) - xhat * mean(d_xhat * xhat))
+    RMSNorm:    d_x = rstd * (d_xhat - xhat * mean(d_xhat * xhat))
+x reaches xhat directly, through the mean and through the variance; the three terms of
+the LayerNorm line are those three paths (RMSNorm has no mean, so no middle term).
+
+Fast twins: ``layernorm_forward``, ``layernorm_backward``, ``rmsnorm_forward`` and
+``rmsnorm_backward`` have drop-in twins in ``npformer/fast/norm.py``, which run only under
+``npformer.track("fast")``. By default the functions written here run: a ``print`` in
+them shows.
 """
 from __future__ import annotations
 
@@ -50,7 +61,8 @@ def layernorm_backward(d_out, cache):
     d_gamma = sum_over_positions(d_out * xhat)
     d_beta = sum_over_positions(d_out)
     d_xhat = d_out * cache.gamma
-    # forward: xhat = (x - mean) * rstd; the paths through x, the mean and the variance sum to
+    # forward: xhat = (x - mean) * rstd; x reaches xhat directly, through the mean and
+    # through the variance, and the three terms below are those three paths
     d_x = rstd * (d_xhat - d_xhat.mean(axis=-1, keepdims=True)
                   - xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True))
     return d_x, d_gamma, d_beta
@@ -71,7 +83,8 @@ def rmsnorm_backward(d_out, cache):
     # forward: y = gamma * xhat
     d_gamma = sum_over_positions(d_out * xhat)
     d_xhat = d_out * cache.gamma
-    # forward: xhat = x * rstd, rstd = 1 / sqrt(mean(x^2) + eps)
+    # forward: xhat = x * rstd, rstd = 1 / sqrt(mean(x^2) + eps); x reaches xhat directly
+    # and through rstd, the two terms below
     d_x = rstd * (d_xhat - xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True))
     return d_x, d_gamma
 

@@ -1,15 +1,23 @@
 """Transformer blocks: attention (between positions) + FFN (within each position),
 each wrapped in a residual connection and a normalisation.
 
-Pre-Norm (GPT-2, Llama):   h = x + Attn(Norm1(x));   y = h + FFN(Norm2(h))
-Post-Norm (original, BERT): h = Norm1(x + Attn(x));  y = Norm2(h + FFN(h))
+The article's block is Pre-Norm (GPT-2, Llama); Post-Norm (the 2017 Transformer, BERT) is
+the variant that normalises after each residual sum:
+
+    Pre-Norm:   h = x + Attn(Norm1(x));   y = h + FFN(Norm2(h))
+    Post-Norm:  h = Norm1(x + Attn(x));   y = Norm2(h + FFN(h))
 
 Backward: a residual y = x + f(x) passes d_y to x unchanged and adds f's gradient,
-d_x = d_y + f'(x)^T d_y; that untouched path is why deep Pre-Norm stacks train.
+d_x = d_y + f'(x)^T d_y (``d_x`` means dL/dx); that untouched path is why deep Pre-Norm
+stacks train.
 
 ``BlockConfig`` is the recipe of one block (widths, heads, norm, FFN kind, causality,
 RoPE, attention kernel, experts); the three model configs produce one, and
 ``build_block`` turns it into modules.
+
+No fast twins: the blocks run as written on either track (a ``print`` in them shows);
+their parts call the twins named in ``t02_linear.py``, ``t04_attention.py``,
+``t07_ffn.py`` and ``t08_norm.py``.
 """
 from __future__ import annotations
 
@@ -42,59 +50,54 @@ class BlockCache(Cache):
 
 
 class PreNormBlock(Module):
-    """x [B, N, d] -> [B, N, d]. ``attn`` takes (x, mask, positions, kv); ``ffn`` any d -> d
-    module taking (x, token_mask).
+    """x [B, N, d] -> [B, N, d]: h = x + Attn(Norm1(x)); y = h + FFN(Norm2(h)).
 
-    ``forward(x, mask, positions, kv, token_mask)``: ``mask`` and ``positions`` go to the
-    attention, ``kv`` is a layer of a KV cache, ``token_mask`` [B, N] (True at real tokens)
-    keeps padding out of a MoE router's statistics. ``backward(d_out, cache, d_router)``:
-    ``d_router`` is the gradient of a pooled router loss for a MoE FFN (see ``moe``).
+    ``attn`` takes (x, mask, positions, kv): ``mask`` and ``positions`` go to the attention,
+    ``kv`` is one layer of a KV cache (``t13_kv_cache``). ``ffn`` is any position-wise
+    d -> d module. A variant's FFN may need more than x: whatever else ``forward`` (or
+    ``backward``) receives by keyword goes to the FFN unchanged (the MoE router's
+    ``token_mask`` and ``d_mean_probs``, ``t14_moe``).
     """
 
     def __init__(self, attn, ffn, norm1, norm2):
         self.norm1, self.attn, self.norm2, self.ffn = norm1, attn, norm2, ffn
 
-    def forward(self, x, mask=None, positions=None, kv=None, token_mask=None):
+    def forward(self, x, mask=None, positions=None, kv=None, **ffn_inputs):
         """x [B, N, d] -> (y [B, N, d], cache)."""
-        a, norm1 = self.norm1.forward(x)
+        a, norm1 = self.norm1.forward(x)                                # [B, N, d]
         attended, attn = self.attn.forward(a, mask, positions, kv)
-        h = x + attended                                    # residual 1
+        h = x + attended                                                # residual 1
         f, norm2 = self.norm2.forward(h)
-        fed, ffn = self.ffn.forward(f, token_mask)
-        y = h + fed                                         # residual 2
+        fed, ffn = self.ffn.forward(f, **ffn_inputs)
+        y = h + fed                                                     # residual 2
         return y, BlockCache(norm1, attn, norm2, ffn)
 
-    def backward(self, d_out, cache, d_router=None):
-        # forward: y = h + FFN(Norm2(h))
-        """d_x from d_out; ``d_router``: a pooled router loss's gradient for a MoE FFN."""
-        d_fed = self._ffn_backward(d_out, cache.ffn, d_router)
-        d_h = d_out + self.norm2.backward(d_fed, cache.norm2)
-        # forward: h = x + Attn(Norm1(x))
-        return d_h + self.norm1.backward(self.attn.backward(d_h, cache.attn), cache.norm1)
-
-    def _ffn_backward(self, d_out, cache, d_router):
-        if d_router is None:
-            return self.ffn.backward(d_out, cache)
-        return self.ffn.backward(d_out, cache, d_mean_probs=d_router)
+    def backward(self, d_out, cache, **ffn_grads):
+        """d_x from d_out [B, N, d]; ``ffn_grads`` go to a variant's FFN (see the class)."""
+        d_f = self.ffn.backward(d_out, cache.ffn, **ffn_grads)     # undoes fed = FFN(f)
+        d_h = d_out + self.norm2.backward(d_f, cache.norm2)         # undoes y = h + fed, f = Norm2(h)
+        d_a = self.attn.backward(d_h, cache.attn)                   # undoes attended = Attn(a)
+        return d_h + self.norm1.backward(d_a, cache.norm1)          # undoes h = x + attended, a = Norm1(x)
 
 
 class PostNormBlock(PreNormBlock):
-    """x [B, N, d] -> [B, N, d], normalising after each residual sum (the 2017 layout)."""
+    """x [B, N, d] -> [B, N, d], normalising after each residual sum (the 2017 layout):
+    h = Norm1(x + Attn(x)); y = Norm2(h + FFN(h))."""
 
-    def forward(self, x, mask=None, positions=None, kv=None, token_mask=None):
-        """x [B, N, d] -> (y [B, N, d], cache), normalising after each residual."""
-        attended, attn = self.attn.forward(x, mask, positions, kv)
-        h, norm1 = self.norm1.forward(x + attended)
-        fed, ffn = self.ffn.forward(h, token_mask)
-        y, norm2 = self.norm2.forward(h + fed)
+    def forward(self, x, mask=None, positions=None, kv=None, **ffn_inputs):
+        """x [B, N, d] -> (y [B, N, d], cache)."""
+        attended, attn = self.attn.forward(x, mask, positions, kv)     # [B, N, d]
+        h, norm1 = self.norm1.forward(x + attended)                     # residual 1, then Norm1
+        fed, ffn = self.ffn.forward(h, **ffn_inputs)
+        y, norm2 = self.norm2.forward(h + fed)                          # residual 2, then Norm2
         return y, BlockCache(norm1, attn, norm2, ffn)
 
-    def backward(self, d_out, cache, d_router=None):
-        """d_x from d_out, through Norm2, the FFN, Norm1 and the attention."""
-        d_sum2 = self.norm2.backward(d_out, cache.norm2)         # forward: y = Norm2(h + FFN(h))
-        d_h = d_sum2 + self._ffn_backward(d_sum2, cache.ffn, d_router)
-        d_sum1 = self.norm1.backward(d_h, cache.norm1)           # forward: h = Norm1(x + Attn(x))
-        return d_sum1 + self.attn.backward(d_sum1, cache.attn)
+    def backward(self, d_out, cache, **ffn_grads):
+        """d_x from d_out [B, N, d], through Norm2, the FFN, Norm1 and the attention."""
+        d_sum2 = self.norm2.backward(d_out, cache.norm2)                # undoes y = Norm2(h + fed)
+        d_h = d_sum2 + self.ffn.backward(d_sum2, cache.ffn, **ffn_grads)   # undoes fed = FFN(h)
+        d_sum1 = self.norm1.backward(d_h, cache.norm1)                  # undoes h = Norm1(x + attended)
+        return d_sum1 + self.attn.backward(d_sum1, cache.attn)          # undoes attended = Attn(x)
 
 
 # -- from a recipe to modules --------------------------------------------------------------
@@ -117,7 +120,7 @@ class BlockConfig:
     causal: bool = True
     window: int | None = None
     rope: bool = False
-    rope_theta: float = 10000.0
+    rope_theta: float = 10000.0        # RoPE's base (Rotary's ``base``), not an angle
     rope_layout: str = "half"
     rope_fraction: float = 1.0
     attention: str = "plain"           # plain | flash
@@ -167,7 +170,8 @@ def build_attention(config, rng, dtype):
     """The self-attention a ``BlockConfig`` describes (kernel, causality, RoPE, GQA)."""
     rope = None
     if config.rope:
-        rope = Rotary(config.head_dim, config.rope_theta, config.rope_layout, config.rope_fraction)
+        rope = Rotary(config.head_dim, base=config.rope_theta, layout=config.rope_layout,
+                      fraction=config.rope_fraction)
     return MultiHeadAttention(config.d_model, config.n_heads, config.n_kv_heads, config.attn_bias,
                               rope=rope, window=config.window, rng=rng, dtype=dtype,
                               out_std=config.out_std, kernel=ATTENTION_KERNELS[config.attention](),

@@ -1,15 +1,25 @@
 """A decoder-only language model: embeddings (+ positions), blocks, final norm, LM head.
 
-ids [B, N] -> x [B, N, d] -> blocks -> norm -> logits [B, N, V]
+    ids [B, N] -> x [B, N, d] -> blocks -> norm -> logits [B, N, V]
 
-``DecoderConfig()`` is the tutorial's tiny decoder: vocabulary 50, width 8,
-2 heads, one block, max length 16, learned positions, GELU FFN of width 4d,
-LayerNorm, Pre-Norm, causal mask. ``DecoderConfig.gpt2(...)`` and
-``DecoderConfig.llama(...)`` give the two common modern recipes.
+``DecoderConfig()`` is the article's tiny decoder: vocabulary 50, width 8, 2 heads, one
+block, max length 16, learned positions, GELU FFN of width 4d, LayerNorm, Pre-Norm, the
+causal rule, and an LM head of its own that gives each of the V vocabulary entries a score.
 
-Backward runs the same path in reverse: the head, the final norm, each block from
-the last to the first, then the embeddings, every module adding into its parameters'
-gradients. A tied head and the token table are one Parameter, so it receives both.
+Variants, each a config field: a head tied to the token table (``TiedHead``, GPT-2), RoPE
+instead of a position table, RMSNorm, SwiGLU, grouped-query attention, a sliding window,
+blockwise attention (``t18_flash_attention``) and Mixture-of-Experts FFNs (``t14_moe``,
+whose router reads the key mask and adds a load-balancing loss; ``router_inputs`` and
+``router_grads`` hand the blocks what it needs). ``DecoderConfig.gpt2(...)``,
+``.llama(...)`` and ``.mixtral(...)`` give the common recipes.
+
+Backward runs the same path in reverse: the head, the final norm, each block from the
+last to the first, then the embeddings, every module adding into its parameters'
+gradients (``d_x`` means dL/dx). A tied head and the token table are one Parameter, so
+it receives both gradients.
+
+No fast twins: the model runs as written on either track; its parts call the twins
+named in their own files.
 """
 from __future__ import annotations
 
@@ -17,15 +27,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .t04_attention import causal_table, padding_mask
+from .t04_attention import padding_mask
 from .t09_block import BlockConfig, build_block, build_norm
 from .t01_embedding import Embedding, Embeddings, position_table
 from .t13_kv_cache import KVCache
 from .t02_linear import Linear, linear_backward, linear_forward
 from .core.module import Cache, ConfigDict, Module
-from .t14_moe import AUX_OBJECTIVES, MoECache, pooled_aux_loss
+from .t14_moe import AUX_OBJECTIVES, RouterLoss, router_grads, router_inputs, router_loss
 from .core.validate import (check_choice, check_key_mask, check_padding_idx, check_positions,
-                            check_token_ids)
+                            check_positive, check_rng, check_token_ids)
 
 POSITIONS = ("learned", "sinusoidal", "rope", "none")
 
@@ -50,7 +60,7 @@ class DecoderConfig(ConfigDict):
     attn_bias: bool = False
     ffn_bias: bool = True
     norm_eps: float = 1e-5
-    rope_theta: float = 10000.0
+    rope_theta: float = 10000.0        # RoPE's base (Rotary's ``base``), not an angle
     rope_layout: str = "half"
     rope_fraction: float = 1.0
     window: int | None = None          # sliding-window attention width
@@ -84,7 +94,8 @@ class DecoderConfig(ConfigDict):
 
     def validate(self):
         """ValueError naming the first field that cannot describe a decoder."""
-        self.check_positive("vocab_size", "d_model", "n_heads", "n_layers", "max_len")
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
+            check_positive(name, getattr(self, name))
         check_choice("positions", self.positions, POSITIONS)
         check_choice("moe_aux_objective", self.moe_aux_objective, AUX_OBJECTIVES)
         check_padding_idx("pad_token_id", self.pad_token_id, self.vocab_size)
@@ -100,55 +111,24 @@ class DecoderConfig(ConfigDict):
         return self.d_model // self.n_heads
 
 
-class TiedHead(Module):
-    """logits = x E^T, reading the token embedding table E [V, d] (a shared Parameter)."""
-
-    def __init__(self, embedding):
-        self.weight = embedding.weight
-
-    def forward(self, x):
-        """x [..., d] -> (logits x E^T [..., V], cache)."""
-        return linear_forward(x, self.weight.data.T)                # [..., V]
-
-    def backward(self, d_out, cache):
-        """d_x from d_logits; adds the head's share into the token table's gradient."""
-        d_x, d_weight_t, _ = linear_backward(d_out, cache)
-        self.weight.grad += d_weight_t.T                             # dE = (x^T dlogits)^T
-        return d_x
-
-
 @dataclass(frozen=True)
 class DecoderCache(Cache):
-    """The caches of one forward, its MoE loss and each router's share of its gradient."""
+    """The caches of one forward: the embeddings, every block, the final norm and the head."""
 
     embed: Cache
     blocks: tuple
     norm: Cache
     head: Cache
-    aux_loss: float     # the MoE load-balancing loss of this forward (0.0 if dense), see below
-    d_routers: tuple    # per block: its router's share of that loss's gradient, or None
+    router: RouterLoss | None = None    # a variant: the MoE load-balancing loss (t14_moe)
+
+    @property
+    def aux_loss(self):
+        """The MoE load-balancing loss of this forward (0.0 when the FFNs are dense)."""
+        return 0.0 if self.router is None else self.router.value
 
     def attention(self, layer=0):
         """Attention weights [B, H, N, M] of one layer."""
         return self.blocks[layer].attn.weights
-
-
-def router_loss(block_caches, objective):
-    """The MoE load-balancing loss of a forward and, per block, the gradient its router
-    receives from it (None where the layer computes its own: "per_layer", or dense).
-
-    "per_layer": the sum of every MoE layer's own aux loss. "pooled": Hugging Face Mixtral's
-    one loss over all layers' routing (``moe.pooled_aux_loss``).
-    Training loss = CE + config.moe_aux_weight * aux_loss; ``DecoderLM.backward`` already
-    includes the second term's gradient.
-    """
-    moe = [c.ffn for c in block_caches if isinstance(c.ffn, MoECache)]
-    if not moe:
-        return 0.0, (None,) * len(block_caches)
-    if objective == "per_layer":
-        return float(sum(c.aux_loss for c in moe)), (None,) * len(block_caches)
-    aux, d_mean_probs = pooled_aux_loss(moe)
-    return aux, tuple(d_mean_probs if isinstance(c.ffn, MoECache) else None for c in block_caches)
 
 
 class DecoderLM(Module):
@@ -158,12 +138,14 @@ class DecoderLM(Module):
     ``blocks.{i}.norm1.gamma``, ``blocks.{i}.attn.qkv.weight``,
     ``blocks.{i}.attn.out.weight``, ``blocks.{i}.ffn.up.weight`` ...,
     ``norm.gamma``, ``head.weight`` (absent when tied to ``tokens.weight``).
+    ``rng``: the Generator every weight is drawn from, in that order (None:
+    ``np.random.default_rng(0)``).
     """
 
     def __init__(self, config=None, rng=None, dtype=np.float32):
         config = DecoderConfig() if config is None else config
         config.validate()
-        rng = np.random.default_rng(0) if rng is None else rng
+        rng = check_rng(rng)
         self.config = config
         d, std = config.d_model, config.init_std
         self.tokens = Embedding(config.vocab_size, d, rng, std, dtype, config.pad_token_id)
@@ -183,13 +165,6 @@ class DecoderLM(Module):
         capacity = c.max_len if capacity is None else capacity
         return KVCache(c.n_layers, batch, c.n_kv_heads or c.n_heads, capacity, c.head_dim, self.dtype)
 
-    def mask(self, n, m, key_mask=None):
-        """The "may read" mask [B or 1, 1, n, m] the attention applies: causal (and window), padding."""
-        c = self.config
-        allowed = causal_table(n, m, c.window) if c.causal else np.ones((n, m), bool)
-        allowed = allowed[None, None]
-        return allowed if key_mask is None else allowed & padding_mask(key_mask=key_mask)
-
     def forward(self, ids, key_mask=None, positions=None, kv_cache=None):
         """ids [B, N] -> (logits [B, N, V], cache).
 
@@ -203,24 +178,27 @@ class DecoderLM(Module):
         blocks = []
         for i, block in enumerate(self.blocks):
             kv = None if kv_cache is None else kv_cache.layers[i]
-            x, block_cache = block.forward(x, padding, positions, kv, key_mask)
+            # {} for a dense FFN; a MoE router also reads which tokens are real (t14_moe)
+            moe_inputs = router_inputs(block.ffn, key_mask)
+            x, block_cache = block.forward(x, padding, positions, kv, **moe_inputs)
             blocks.append(block_cache)
         if kv_cache is not None:
             kv_cache.advance(ids.shape[1])
-        h, norm = self.norm.forward(x)
+        h, norm = self.norm.forward(x)                         # [B, N, d]
         logits, head = self.head.forward(h)                    # [B, N, V]
-        aux_loss, d_routers = router_loss(blocks, self.config.moe_aux_objective)
-        return logits, DecoderCache(embed, tuple(blocks), norm, head, aux_loss, d_routers)
+        router = router_loss(blocks, self.config.moe_aux_objective)    # None unless MoE
+        return logits, DecoderCache(embed, tuple(blocks), norm, head, router)
 
     def backward(self, d_out, cache):
-        """Accumulates every parameter's gradient, the MoE loss's included (weighted by
-        ``config.moe_aux_weight``); ids have none, so returns None."""
-        d_x = self.norm.backward(self.head.backward(d_out, cache.head), cache.norm)
-        weight = self.config.moe_aux_weight
-        for block, block_cache, d_router in zip(reversed(self.blocks), reversed(cache.blocks),
-                                                reversed(cache.d_routers)):
-            d_x = block.backward(d_x, block_cache, None if d_router is None else weight * d_router)
-        return self.embed.backward(d_x, cache.embed)
+        """Accumulates every parameter's gradient; ids have none, so returns None. With MoE
+        FFNs the load-balancing loss's gradient is added too (weight ``config.moe_aux_weight``)."""
+        d_h = self.head.backward(d_out, cache.head)            # undoes logits = head(h)
+        d_x = self.norm.backward(d_h, cache.norm)              # undoes h = norm(x)
+        # {} per block for dense FFNs; the share of the pooled MoE loss a router receives
+        moe_grads = router_grads(cache.router, len(self.blocks), self.config.moe_aux_weight)
+        for i in reversed(range(len(self.blocks))):            # undoes x = block_i(x), last first
+            d_x = self.blocks[i].backward(d_x, cache.blocks[i], **moe_grads[i])
+        return self.embed.backward(d_x, cache.embed)           # undoes x = embed(ids, positions)
 
     # -- the checks behind forward ---------------------------------------------------------
     def _check_inputs(self, ids, key_mask, positions, kv_cache):
@@ -243,3 +221,21 @@ class DecoderLM(Module):
         if kv_cache is not None:
             key_mask = kv_cache.remember_key_mask(key_mask, n)
         return None if key_mask is None else padding_mask(key_mask=key_mask)
+
+
+# -- a variant: the LM head tied to the token table (GPT-2) ----------------------------------
+class TiedHead(Module):
+    """logits = x E^T, reading the token embedding table E [V, d] (a shared Parameter)."""
+
+    def __init__(self, embedding):
+        self.weight = embedding.weight
+
+    def forward(self, x):
+        """x [..., d] -> (logits x E^T [..., V], cache)."""
+        return linear_forward(x, self.weight.data.T)                # [..., V]
+
+    def backward(self, d_out, cache):
+        """d_x from d_logits; adds the head's share into the token table's gradient."""
+        d_x, d_weight_t, _ = linear_backward(d_out, cache)          # undoes logits = x E^T
+        self.weight.grad += d_weight_t.T                             # d_E = (x^T d_logits)^T
+        return d_x

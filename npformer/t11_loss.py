@@ -1,8 +1,16 @@
 """Log-softmax and the cross-entropy of next-token logits, with an ignore index for padded targets.
 
-log-softmax  y = x - max - log sum e^(x - max)            dx = dy - p * sum(dy),  p = e^y
-loss     = mean over counted positions of  -log softmax(logits)[target]
-d logits = (softmax(logits) - onehot(target)) / count, and 0 at ignored positions.
+The article ends at the logits and their softmax, and leaves training to its next part;
+this file adds the loss a training step needs (``d_x`` means dL/dx):
+
+    log-softmax  y = x - max x - log sum_j exp(x_j - max x)      d_x = d_y - p * sum(d_y),
+                 (stable for huge scores)                             p = exp(y) = softmax(x)
+    loss         = mean over counted positions of -log softmax(logits)[target]
+    d_logits     = (softmax(logits) - onehot(target)) / count, and 0 at ignored positions
+
+Fast twins: ``cross_entropy_forward`` and ``cross_entropy_backward`` have drop-in twins in
+``npformer/fast/loss.py``, which run only under ``npformer.track("fast")``. By default the
+functions written here run: a ``print`` in them shows.
 """
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """Generation: turn next-token probabilities into text, one token at a time.
 
-Choosing the next id from the last position's logits z [B, V]:
+The article's loop: score the vocabulary at the last position, choose an id, turn it back
+into text, append it and run again. Choosing the next id from the last position's logits
+z [B, V], the plainest way first, then the sampling variants:
 - greedy: argmax z (``temperature=0``);
 - temperature T: sample from softmax(z / T) (T < 1 sharpens, T > 1 flattens);
 - top-k: keep only the k most likely ids, renormalise;
@@ -20,6 +22,8 @@ the result says which rows were cut there).
 With ``use_cache`` the prompt runs once and each new token reads the stored
 keys and values (KV cache); ``use_cache=False`` recomputes the whole sequence
 at every step, which must give the same tokens (and is slower).
+
+No fast twins: everything here runs as written on either track (a ``print`` in it shows).
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ import numpy as np
 
 from .t11_loss import log_softmax_forward
 from .t03_softmax import softmax
+from .core.validate import check_positive
 
 
 # -- choosing the next token -----------------------------------------------------------
@@ -44,9 +49,7 @@ def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
     z = np.asarray(logits, dtype=np.float64) / temperature            # [B, V]
     keep = np.ones(z.shape, bool)
     if top_k is not None:
-        if not 1 <= top_k:
-            raise ValueError(f"top_k: expected an integer >= 1, got {top_k}")
-        k = min(int(top_k), z.shape[-1])
+        k = min(check_positive("top_k", top_k), z.shape[-1])
         kth = np.partition(z, -k, axis=-1)[:, -k][:, None]           # k-th largest logit
         keep &= z >= kth
     probs = softmax(z, axis=-1, mask=keep)
@@ -130,8 +133,8 @@ def check_sampling(temperature, top_k, top_p):
     if temperature == 0 and (top_k is not None or top_p is not None):
         raise ValueError("top_k, top_p: they shape sampling, but temperature=0 is greedy; "
                          "give a temperature > 0 (1.0 samples the model's own distribution)")
-    if top_k is not None and (not isinstance(top_k, (int, np.integer)) or top_k < 1):
-        raise ValueError(f"top_k: expected an integer >= 1, got {top_k!r}")
+    if top_k is not None:
+        check_positive("top_k", top_k)
     if top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"top_p: expected a number in (0, 1], got {top_p!r}")
 
@@ -147,8 +150,7 @@ def generate(model, prompts, max_new_tokens, eos_id=None, pad_id=0, temperature=
     chosen from the model's last position (prompt + new ids = ``max_len + 1``). ``return_logits=True``
     returns a ``Generation``: the ids, each step's logits, which rows hit ``max_len``.
     """
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens: expected >= 1, got {max_new_tokens}")
+    check_positive("max_new_tokens", max_new_tokens)
     check_sampling(temperature, top_k, top_p)
     ids, key_mask, positions = left_pad([list(p) for p in prompts], pad_id)
     B, P = ids.shape

@@ -4,6 +4,11 @@ Without a cache, generating token t recomputes K and V of all t earlier
 positions in every layer; with it, each step projects one new position and
 reads the stored ones. Arrays are preallocated to ``capacity`` positions (no
 growing per step); ``length`` counts the positions written so far.
+
+With a sliding window, ``LayerKV.extend`` leaves out the keys no new query may read
+(``first_readable_key``): attention calls ``kv.extend`` and trims nothing itself.
+
+No fast twins: everything here runs as written on either track (a ``print`` in it shows).
 """
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Mixture of Experts (MoE): E expert FFNs, each token sent to the k its router prefers.
 
+A variant of the block's FFN (``t07_ffn``): in the article's example a router picks 2 of 8
+experts for every token and mixes their outputs by its weights. Here, with T tokens:
+
     probs   = softmax(x W_router)                        [T, E]  (T = all tokens)
     chosen  = the k experts with the highest probs       [T, k]
     weights = probs[chosen] / sum(probs[chosen])         [T, k]  (kept weights sum to 1)
@@ -34,6 +37,14 @@ weighted auxiliary gradient, so a model trained on  CE + aux_weight * (sum of au
 needs nothing beyond its usual backward. ``backward(d_y, cache, d_aux=g)`` uses g instead
 of ``aux_weight``; ``backward(d_y, cache, d_mean_probs=g)`` takes the gradient of the
 training objective with respect to this layer's P [E] directly (the pooled objective).
+
+Inside a decoder (``t10_model``) the blocks know nothing of routing: they hand their FFN
+whatever keywords they receive. ``router_inputs`` gives a MoE layer the key mask,
+``router_loss`` sums (or pools) the layers' aux losses after the forward, and
+``router_grads`` gives each layer's backward its share of the pooled loss's gradient.
+
+No fast twins: everything here runs as written on either track (a ``print`` in it shows);
+the experts' projections call the twins named in ``t02_linear.py`` and ``t07_ffn.py``.
 """
 from __future__ import annotations
 
@@ -47,6 +58,7 @@ from .t06_activations import ACTIVATIONS
 from .t03_softmax import SoftmaxCache, softmax_backward, softmax_forward
 from .t02_linear import Linear
 from .core.module import Cache, Module
+from .core.validate import check_positive, check_rng
 
 EXPERT_KINDS = ("swiglu",) + tuple(ACTIVATIONS)   # SwiGLU, or an FFN with this activation
 AUX_OBJECTIVES = ("per_layer", "pooled")
@@ -120,19 +132,19 @@ class MoE(Module):
     ``expert``: "swiglu" (Mixtral) or an FFN activation ("gelu", "gelu_tanh", "relu").
     ``hidden``: each expert's hidden width (default 4 d). ``aux_weight``: the weight of
     the load-balancing loss whose gradient ``backward`` adds (see the module docstring).
-    Parameter names: ``router.weight``, ``experts.{e}.up.weight`` ...
+    Parameter names: ``router.weight``, ``experts.{e}.up.weight`` ... ``rng``: the
+    Generator the weights are drawn from (None: ``np.random.default_rng(0)``).
     """
 
     def __init__(self, d, n_experts, top_k=2, hidden=None, expert="swiglu", bias=False,
                  aux_weight=0.01, rng=None, dtype=np.float32, out_std=None):
-        if not isinstance(n_experts, (int, np.integer)) or n_experts < 1:
-            raise ValueError(f"n_experts: expected an integer >= 1, got {n_experts!r}")
+        check_positive("n_experts", n_experts)
         if not isinstance(top_k, (int, np.integer)) or not 1 <= top_k <= n_experts:
             raise ValueError(f"top_k: expected an integer in [1, n_experts={n_experts}], got {top_k!r}")
         if expert not in EXPERT_KINDS:
             raise ValueError(f"expert: expected one of {EXPERT_KINDS}, got {expert!r}")
         self.n_experts, self.top_k, self.expert_kind = n_experts, top_k, expert
-        self.aux_weight = aux_weight
+        self.aux_weight, rng = aux_weight, check_rng(rng)
         self.router = Linear(d, n_experts, bias=False, rng=rng, dtype=dtype)
         if expert == "swiglu":
             self.experts = [SwiGLU(d, hidden, bias, rng, dtype, out_std) for _ in range(n_experts)]
@@ -252,3 +264,44 @@ def active_parameters(model):
     skipped = sum((m.n_experts - m.top_k) * m.experts[0].num_parameters()
                   for m in model.modules() if isinstance(m, MoE))
     return model.num_parameters() - skipped
+
+
+# -- the MoE variant inside a decoder: the router's extra input and the model's router loss ------
+def router_inputs(ffn, key_mask):
+    """What a block hands its FFN besides x: ``{"token_mask": key_mask}`` for a MoE layer (the
+    padding stays out of f and P), ``{}`` for a dense FFN, which needs nothing more."""
+    return {"token_mask": key_mask} if isinstance(ffn, MoE) else {}
+
+
+@dataclass(frozen=True)
+class RouterLoss:
+    """A decoder's load-balancing loss and, per block, the gradient its router receives from
+    it (None where the layer adds its own: the "per_layer" objective, or a dense FFN)."""
+
+    value: float
+    d_mean_probs: tuple       # per block: d aux / d P [E], or None
+
+
+def router_loss(block_caches, objective):
+    """The ``RouterLoss`` of one forward through a stack of blocks, None when no FFN is a MoE.
+
+    "per_layer": the sum of every MoE layer's own aux loss. "pooled": Hugging Face Mixtral's
+    one loss over all layers' routing (``pooled_aux_loss``). Training loss = CE +
+    config.moe_aux_weight * aux; ``DecoderLM.backward`` includes the second term's gradient.
+    """
+    moe = [c.ffn for c in block_caches if isinstance(c.ffn, MoECache)]
+    if not moe:
+        return None
+    if objective == "per_layer":
+        return RouterLoss(float(sum(c.aux_loss for c in moe)), (None,) * len(block_caches))
+    aux, d_mean_probs = pooled_aux_loss(moe)
+    return RouterLoss(aux, tuple(d_mean_probs if isinstance(c.ffn, MoECache) else None
+                                 for c in block_caches))
+
+
+def router_grads(router, n_blocks, weight):
+    """Per block, the keywords its backward hands the FFN: ``{"d_mean_probs": weight * g}``
+    where the pooled loss sends the router g, ``{}`` elsewhere (and for a dense model)."""
+    if router is None:
+        return ({},) * n_blocks
+    return tuple({} if g is None else {"d_mean_probs": weight * g} for g in router.d_mean_probs)

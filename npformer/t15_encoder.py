@@ -1,5 +1,9 @@
 """An encoder-only model (BERT-style) and the sentence vector built on top of it.
 
+The article's third backbone comparison: an encoder lets every position read in both
+directions and yields a representation of the whole input, where a decoder reads only
+backwards to generate. The blocks are ``t09_block``'s, built without the causal rule.
+
 ids [B, N] -> token + position + segment embeddings -> LayerNorm -> blocks -> states [B, N, d]
 
 Every position reads every real position, before and after it (no causal mask);
@@ -21,6 +25,8 @@ Linear and a tanh on the first position ([CLS]), Hugging Face's ``pooler_output`
 BERT's layer is Post-Norm: h = LN(x + Attn(x)); y = LN(h + FFN(h)), with the
 exact (erf) GELU, biases on every linear, LayerNorm eps 1e-12 and attention
 scaled by 1/sqrt(D). ``EncoderConfig()`` is that recipe at a tiny size.
+
+No fast twins: everything here runs as written on either track (a ``print`` in it shows).
 """
 from __future__ import annotations
 
@@ -30,11 +36,12 @@ import numpy as np
 
 from .t04_attention import padding_mask
 from .t09_block import BlockConfig, build_block, build_norm
-from .t01_embedding import Embedding, Embeddings, check_padding_idx, position_table
+from .t01_embedding import Embedding, Embeddings, position_table
 from .t06_activations import tanh_backward, tanh_forward
 from .t02_linear import Linear
 from .core.module import Cache, ConfigDict, Module
-from .core.validate import check_choice, check_ids, check_key_mask, check_token_ids  # noqa: F401
+from .core.validate import (check_choice, check_ids, check_key_mask, check_padding_idx, check_positive,
+                            check_rng, check_token_ids)
 
 ENCODER_POSITIONS = ("learned", "sinusoidal", "rope", "none")
 
@@ -70,7 +77,7 @@ class EncoderConfig(ConfigDict):
     ffn_bias: bool = True
     norm_eps: float = 1e-12
     embed_scale: float = 1.0
-    rope_theta: float = 10000.0
+    rope_theta: float = 10000.0        # RoPE's base (Rotary's ``base``), not an angle
     init_std: float = 0.02
     pad_token_id: int | None = None     # a frozen token row (torch's padding_idx)
     pooler: bool = False                # BERT's pooler: tanh(states[:, 0] W + b)
@@ -87,7 +94,8 @@ class EncoderConfig(ConfigDict):
 
     def validate(self):
         """ValueError naming the first field the encoder cannot build."""
-        self.check_positive("vocab_size", "d_model", "n_heads", "n_layers", "max_len")
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
+            check_positive(name, getattr(self, name))
         if not isinstance(self.type_vocab_size, (int, np.integer)) or self.type_vocab_size < 0:
             raise ValueError(f"type_vocab_size: expected an integer >= 0, got {self.type_vocab_size!r}")
         check_choice("positions", self.positions, ENCODER_POSITIONS)
@@ -141,13 +149,14 @@ class Encoder(Module):
     segments = token_type_embeddings, embed_norm = embeddings.LayerNorm,
     norm1 = attention.output.LayerNorm, norm2 = output.LayerNorm,
     ffn.up = intermediate.dense, ffn.down = output.dense, pooler = pooler.dense
-    (weights transposed).
+    (weights transposed). ``rng``: the Generator every weight is drawn from (None:
+    ``np.random.default_rng(0)``).
     """
 
     def __init__(self, config=None, rng=None, dtype=np.float32):
         config = EncoderConfig() if config is None else config
         config.validate()
-        rng = np.random.default_rng(0) if rng is None else rng
+        rng = check_rng(rng)
         self.config = config
         d, std = config.d_model, config.init_std
         self.tokens = Embedding(config.vocab_size, d, rng, std, dtype, config.pad_token_id)
@@ -236,8 +245,9 @@ class Pooler(Linear):
 
     It reads the first position only ([CLS]), through a Linear d -> d with a bias
     (``weight`` [d, d], x W layout, and ``bias`` [d]) and a tanh. Backward:
-        d_h = d_pooled (1 - pooled^2);  dW = states[:, 0]^T d_h;  db = sum_b d_h
+        d_h = d_pooled (1 - pooled^2);  d_W = states[:, 0]^T d_h;  d_b = sum_b d_h
         d_states[:, 0] = d_h W^T, and 0 at every other position.
+    ``rng``: the Generator W is drawn from (None: ``np.random.default_rng(0)``).
     """
 
     def __init__(self, d, rng=None, std=0.02, dtype=np.float32):

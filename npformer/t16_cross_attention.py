@@ -1,13 +1,20 @@
 """Cross-attention: queries from one sequence, keys and values from another.
 
-    Q = x Wq   [B, N, H*D]   (the sequence being written: the decoder stream)
-    K, V = memory Wkv        (the sequence being read: the encoder output)
-    out = softmax(Q K^T / sqrt(D) + mask) V Wo
+In the article's translation example the queries come from the sentence being written
+and the keys and values from the encoded sentence being read:
 
-It is the attention of ``attention.py`` with Q and K/V projected from different inputs,
-so every target position may read every (real) source position; no causal rule.
+    Q = x Wq          [B, N, H*D]     (the decoder stream)
+    [K | V] = memory Wkv              (the encoder output, M positions)
+    out = softmax(Q K^T / sqrt(D)) V Wo, softmax over the source positions the mask lets
+          each query read (a boolean "may read" mask, usually the source padding)
+
+It is the attention of ``t04_attention.py`` with Q and K/V projected from different
+inputs, so every target position may read every (real) source position; no causal rule.
 Backward runs the attention kernel's backward, then both projections: x receives the
-query projection's gradient, the memory the key/value projection's.
+query projection's gradient, the memory the key/value projection's (``d_x`` means dL/dx).
+
+No fast twins here: the kernel and the projections call the twins named in
+``t04_attention.py`` and ``t02_linear.py``; everything else runs as written.
 """
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ import numpy as np
 from .t04_attention import DotProductAttention
 from .t02_linear import Linear
 from .core.module import Cache, Module
-from .core.validate import check_float, check_heads, check_mask
+from .core.validate import check_float, check_heads, check_mask, check_rng
 
 
 @dataclass(frozen=True)
@@ -44,12 +51,13 @@ class CrossAttention(Module):
     ``kernel``: the attention kernel, ``DotProductAttention()`` by default (no causal rule:
     every target position may read every source position).
     Parameter names: ``q.weight`` [d, H*D], ``kv.weight`` [d_memory, 2*H_kv*D]
-    (columns [K | V]), ``out.weight`` [d, d], and their ``.bias``.
+    (columns [K | V]), ``out.weight`` [d, d], and their ``.bias``. ``rng``: the Generator
+    the weights are drawn from (None: ``np.random.default_rng(0)``).
     """
 
     def __init__(self, d, n_heads, n_kv_heads=None, d_memory=None, bias=False, rng=None,
                  dtype=np.float32, out_std=None, kernel=None):
-        n_kv_heads = check_heads(d, n_heads, n_kv_heads)
+        n_kv_heads, rng = check_heads(d, n_heads, n_kv_heads), check_rng(rng)
         self.kernel = DotProductAttention() if kernel is None else kernel
         d_memory = d if d_memory is None else d_memory
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d // n_heads
@@ -78,14 +86,16 @@ class CrossAttention(Module):
         return y, CrossAttentionCache(q_cache, kv_cache, attn_cache, out_cache)
 
     def backward(self, d_out, cache):
-        """-> (d_x, d_memory)."""
-        d_merged = self.out.backward(d_out, cache.out)                     # [B, N, H*D]
+        """-> (d_x [B, N, d], d_memory [B, M, d_memory]) from d_out [B, N, d]."""
+        d_merged = self.out.backward(d_out, cache.out)                     # undoes y = merged Wo
         B, N, _ = d_merged.shape
         H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
-        d_mixed = d_merged.reshape(B, N, H, D).transpose(0, 2, 1, 3)
-        dq, dk, dv = self.kernel.backward(d_mixed, cache.attn)
-        M = dk.shape[2]
-        d_kv = np.concatenate([dk, dv], axis=1).transpose(0, 2, 1, 3)      # [B, M, 2 H_kv, D]
-        d_memory = self.kv.backward(d_kv.reshape(B, M, 2 * H_kv * D), cache.kv)
-        d_x = self.q.backward(dq.transpose(0, 2, 1, 3).reshape(B, N, H * D), cache.q)
+        d_mixed = d_merged.reshape(B, N, H, D).transpose(0, 2, 1, 3)       # undoes the merge of heads
+        d_q, d_k, d_v = self.kernel.backward(d_mixed, cache.attn)          # undoes mixed = Attn(q, k, v)
+        M = d_k.shape[2]
+        # undoes k, v = the two halves of kv, split into heads
+        d_kv = np.concatenate([d_k, d_v], axis=1).transpose(0, 2, 1, 3)    # [B, M, 2 H_kv, D]
+        d_memory = self.kv.backward(d_kv.reshape(B, M, 2 * H_kv * D), cache.kv)   # undoes memory Wkv
+        # undoes q = (x Wq) split into heads
+        d_x = self.q.backward(d_q.transpose(0, 2, 1, 3).reshape(B, N, H * D), cache.q)
         return d_x, d_memory

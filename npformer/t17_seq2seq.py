@@ -9,6 +9,9 @@ whose keys and values come from the encoder output (translation: Q from the
 sentence being written, K/V from the sentence being read). Every decoder layer
 reads the same memory, so in backward the memory's gradient is the SUM of what
 each layer sends back, and the encoder runs its backward once on that sum.
+
+No fast twins: everything here runs as written on either track (a ``print`` in it shows);
+the layers' parts call the twins named in their own files.
 """
 from __future__ import annotations
 
@@ -19,13 +22,13 @@ import numpy as np
 from .t04_attention import padding_mask
 from .t09_block import BlockConfig, build_block, build_norm
 from .t16_cross_attention import CrossAttention
-from .t01_embedding import Embedding, Embeddings, check_padding_idx, position_table
+from .t01_embedding import Embedding, Embeddings, position_table
 from .t15_encoder import Encoder, EncoderConfig
-from .t02_linear import sum_over_positions
-from .t02_linear import Linear
+from .t02_linear import Linear, sum_over_positions
 from .t10_model import TiedHead
 from .core.module import Cache, ConfigDict, Module, Parameter
-from .core.validate import check_choice, check_float, check_key_mask, check_token_ids
+from .core.validate import (check_choice, check_float, check_key_mask, check_padding_idx, check_positive,
+                            check_rng, check_token_ids)
 
 
 # -- the decoder layer ------------------------------------------------------------------
@@ -80,18 +83,20 @@ class EncoderDecoderBlock(Module):
     def backward(self, d_out, cache):
         """-> (d_x, d_memory); the caller sums d_memory over layers."""
         if self.prenorm:
-            d_g = d_out + self.norm2.backward(self.ffn.backward(d_out, cache.ffn), cache.norm2)
-            d_c, d_memory = self.cross_attn.backward(d_g, cache.cross_attn)
-            d_h = d_g + self.cross_norm.backward(d_c, cache.cross_norm)
-            d_x = d_h + self.norm1.backward(self.attn.backward(d_h, cache.attn), cache.norm1)
+            d_f = self.ffn.backward(d_out, cache.ffn)                      # undoes fed = FFN(f)
+            d_g = d_out + self.norm2.backward(d_f, cache.norm2)            # undoes y = g + fed, f = N2(g)
+            d_c, d_memory = self.cross_attn.backward(d_g, cache.cross_attn)   # undoes read = Cross(c, mem)
+            d_h = d_g + self.cross_norm.backward(d_c, cache.cross_norm)    # undoes g = h + read, c = Nc(h)
+            d_a = self.attn.backward(d_h, cache.attn)                      # undoes attended = Attn(a)
+            d_x = d_h + self.norm1.backward(d_a, cache.norm1)              # undoes h = x + attended
         else:
-            d_sum3 = self.norm2.backward(d_out, cache.norm2)               # gradient of g + FFN(g)
-            d_g = d_sum3 + self.ffn.backward(d_sum3, cache.ffn)
-            d_sum2 = self.cross_norm.backward(d_g, cache.cross_norm)       # of h + Cross(h, mem)
-            d_h, d_memory = self.cross_attn.backward(d_sum2, cache.cross_attn)
-            d_h = d_h + d_sum2
-            d_sum1 = self.norm1.backward(d_h, cache.norm1)                 # of x + Attn(x)
-            d_x = d_sum1 + self.attn.backward(d_sum1, cache.attn)
+            d_sum3 = self.norm2.backward(d_out, cache.norm2)               # undoes y = N2(g + fed)
+            d_g = d_sum3 + self.ffn.backward(d_sum3, cache.ffn)            # undoes fed = FFN(g)
+            d_sum2 = self.cross_norm.backward(d_g, cache.cross_norm)       # undoes g = Nc(h + read)
+            d_h, d_memory = self.cross_attn.backward(d_sum2, cache.cross_attn)   # undoes read = Cross(h, mem)
+            d_h = d_h + d_sum2                                             # h reaches the sum twice
+            d_sum1 = self.norm1.backward(d_h, cache.norm1)                 # undoes h = N1(x + attended)
+            d_x = d_sum1 + self.attn.backward(d_sum1, cache.attn)          # undoes attended = Attn(x)
         return d_x, d_memory
 
 
@@ -136,7 +141,7 @@ class Seq2SeqConfig(ConfigDict):
     share_embeddings: bool = True
     tie_head: bool = True
     logits_bias: bool = False
-    rope_theta: float = 10000.0
+    rope_theta: float = 10000.0        # RoPE's base (Rotary's ``base``), not an angle
     init_std: float = 0.02
     pad_token_id: int | None = None     # a frozen token row (torch's padding_idx)
 
@@ -154,7 +159,8 @@ class Seq2SeqConfig(ConfigDict):
 
     def validate(self):
         """ValueError naming the first field that cannot describe the model."""
-        self.check_positive("vocab_size", "n_decoder_layers")
+        for name in ("vocab_size", "n_decoder_layers"):
+            check_positive(name, getattr(self, name))
         check_choice("positions", self.positions, SEQ2SEQ_POSITIONS)
         if self.share_embeddings and self.src_vocab_size not in (None, self.vocab_size):
             raise ValueError(f"src_vocab_size: share_embeddings needs one vocabulary, got "
@@ -237,12 +243,13 @@ class EncoderDecoder(Module):
     For BART: norm1 = self_attn_layer_norm, cross_attn = encoder_attn,
     cross_norm = encoder_attn_layer_norm, norm2 = final_layer_norm, embed_norm =
     layernorm_embedding, positions = embed_positions without its first 2 rows.
+    ``rng``: the Generator every weight is drawn from (None: ``np.random.default_rng(0)``).
     """
 
     def __init__(self, config=None, rng=None, dtype=np.float32):
         config = Seq2SeqConfig() if config is None else config
         config.validate()
-        rng = np.random.default_rng(0) if rng is None else rng
+        rng = check_rng(rng)
         self.config = config
         d, std = config.d_model, config.init_std
         self.encoder = Encoder(config.encoder_config(), rng, dtype)

@@ -1,27 +1,33 @@
 """Blockwise attention with an online softmax (the FlashAttention recurrence), forward and backward.
 
-Plain attention builds the whole [B, H, N, M] score table. Here the keys are read one
-block of ``block_size`` at a time, and each query row keeps a running maximum m, a
-running denominator l and a running weighted sum acc. When a block of scores s arrives:
+The article notes that the score table grows fast with the length; this variant
+computes the same attention (``t04_attention``) without ever holding that table. The
+keys are read one block of ``block_size`` at a time, and each query row keeps a running
+maximum m, a running denominator l and a running weighted sum acc. When a block of
+scores s arrives:
 
     m_new = max(m, max_j s_j)
     l     = l * exp(m - m_new) + sum_j exp(s_j - m_new)
     acc   = acc * exp(m - m_new) + sum_j exp(s_j - m_new) v_j
     out   = acc / l                       (after the last block)
 
-which is exactly softmax(s) V, without ever holding more than one block of scores.
+which is exactly softmax(s) v, without ever holding more than one block of scores.
 
 Backward keeps only the log-sum-exp of each row, lse = m + log l, and recomputes each
-block's weights as p = exp(s - lse). With delta_i = sum_d dout_id out_id (equal to
-sum_j dp_ij p_ij: a sum over the head width instead of over the keys):
+block's weights as p = exp(s - lse). With delta_i = sum_c d_out_ic out_ic (equal to
+sum_j d_p_ij p_ij: a sum over the head width D instead of over the keys; ``d_x`` means dL/dx):
 
-    dV += p^T dout,   dp = dout V^T,   ds = p (dp - delta) scale,   dQ += ds K,   dK += ds^T Q
+    d_v += p^T d_out,  d_p = d_out v^T,  d_s = p (d_p - delta) scale,  d_q += d_s k,  d_k += d_s^T q
 
 Memory is linear in the length: the queries, outputs, lse and one [N, block] tile of
 scores. The Python loop runs over key blocks (M / block_size of them), never over
 positions. The causal rule (``causal``, ``window``) is applied tile by tile from
-positions with ``attention.may_read``; a boolean ``mask`` broadcasting to [B, H, N, M]
-may be given as well (a padding mask [B, 1, 1, M] costs nothing).
+positions with ``t04_attention.may_read``; a boolean "may read" ``mask`` broadcasting to
+[B, H, N, M] may be given as well (a padding mask [B, 1, 1, M] costs nothing).
+
+Fast twins: ``flash_attention_forward`` and ``flash_attention_backward`` have drop-in twins
+in ``npformer/fast/flash_attention.py``, which run only under ``npformer.track("fast")``.
+By default the functions written here run: a ``print`` in them shows.
 """
 from __future__ import annotations
 
@@ -146,7 +152,7 @@ def flash_attention_backward(d_out, cache):
 class BlockwiseAttention:
     """The attention kernel that reads ``block_size`` keys at a time (``flash_attention_forward``).
 
-    A drop-in for ``attention.DotProductAttention`` inside ``MultiHeadAttention``: no
+    A drop-in for ``t04_attention.DotProductAttention`` inside ``MultiHeadAttention``: no
     [B, H, N, M] table is kept, only a log-sum-exp per query.
     """
 

@@ -206,10 +206,10 @@ def test_position_tables_stop_and_rope_does_not():
 
 def test_slow_rope_pairs_never_turn_within_the_trained_length():
     r = result(21)
-    for theta, count in r["pairs_never_turning"].items():
-        by_hand = sum(4095 * theta ** (-2 * i / 128) < 2 * math.pi for i in range(64))
+    for base, count in r["pairs_never_turning"].items():
+        by_hand = sum(4095 * base ** (-2 * i / 128) < 2 * math.pi for i in range(64))
         assert count == by_hand
-    # theta 10,000: pair i turns less than once iff i > 64 log(4095 / 2 pi) / log(10^4) = 45.02
+    # base 10,000: pair i turns less than once iff i > 64 log(4095 / 2 pi) / log(10^4) = 45.02
     assert r["pairs_never_turning"][10_000.0] == 64 - 46
     assert r["slowest_angle"][10_000.0] == pytest.approx(4095 * 10_000 ** (-126 / 128), rel=1e-9)
 
@@ -411,7 +411,9 @@ def test_a_blocks_parameters_are_attention_and_the_mlp_but_4d(rng):
 def test_equal_length_input_needs_only_the_causal_mask(rng):
     model = DecoderLM(DecoderConfig(), rng, np.float64)
     ids = np.array([[3, 8, 12, 5, 17, 42, 23, 6], [1, 2, 3, 4, 5, 6, 7, 9]])
-    np.testing.assert_array_equal(model.mask(8, 8)[0, 0], np.tril(np.ones((8, 8), bool)))
+    causal = np.tril(np.ones((8, 8), bool))                          # query i may read keys j <= i
+    weights = model.forward(ids)[1].attention(0)                     # [B, H, 8, 8]
+    assert (weights[..., ~causal] == 0).all() and (weights[..., causal] > 0).all()
     no_padding = np.ones((2, 8), bool)                               # every position is a real token
     np.testing.assert_allclose(model(ids, key_mask=no_padding), model(ids), atol=1e-15)
 

@@ -87,9 +87,9 @@ def test_no_hints_hides_the_backward_formulas(tmp_path):
             linear = f.read()
         with open(workspace.path("t08_norm.py"), encoding="utf-8") as f:
             norm = f.read()
-        assert ("dx = dy W^T" in linear) is shown
+        assert ("d_x = d_y W^T" in linear) is shown
         assert ("# forward: y = x @ W + b" in linear) is shown           # the body's scaffold
-        assert ("d_x = rstd * (g - mean(g) - xhat * mean(g * xhat))" in norm) is shown
+        assert ("d_x = rstd * (d_xhat - mean(d_xhat) - xhat * mean(d_xhat * xhat))" in norm) is shown
         assert "y = gamma * xhat + beta" in norm                         # the forward stays
 
 

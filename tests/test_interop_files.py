@@ -45,11 +45,7 @@ def _safetensors_file(entries):
 
 # -- the names that import from npformer.interop ------------------------------------------------
 def test_every_name_of_the_single_module_still_imports():
-    from npformer.interop import (FAMILIES, ParamMap, bf16_to_float32, convert_state_dict,
-                                  decoder_config_from_hf, encoder_config_from_hf, family_of,
-                                  from_hf, hf_config_from_decoder, hf_grads_as_ours,
-                                  hf_state_dict, load_checkpoint, read_safetensors, save_hf,
-                                  seq2seq_config_from_hf, to_numpy, write_safetensors)
+    from npformer.interop import FAMILIES
     assert FAMILIES == ("gpt2", "llama", "mixtral", "bert", "bart")
     assert interop.from_hf is interop.convert.from_hf
     assert interop.decoder_config_from_hf is interop.configs.decoder_config_from_hf
@@ -62,18 +58,6 @@ def test_every_name_of_the_single_module_still_imports():
 def test_the_two_checkpoint_readers_have_distinct_names():
     assert interop.read_hf_checkpoint is not npformer.files.checkpoint.load_checkpoint
     assert npformer.load_checkpoint is npformer.files.checkpoint.load_checkpoint
-
-
-def test_old_load_checkpoint_is_a_deprecated_alias(tmp_path):
-    model = _tiny_gpt2()
-    save_hf(model, tmp_path)
-    with pytest.warns(DeprecationWarning, match="read_hf_checkpoint"):
-        config, tensors = interop.load_checkpoint(tmp_path)
-    again_config, again = read_hf_checkpoint(tmp_path)
-    assert config == again_config and config["model_type"] == "gpt2"
-    assert sorted(tensors) == sorted(again)
-    for name in tensors:
-        np.testing.assert_array_equal(tensors[name], again[name], err_msg=name)
 
 
 # -- the .safetensors format ----------------------------------------------------------------

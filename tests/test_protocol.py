@@ -106,3 +106,63 @@ def test_cross_entropy_matches_the_formula_and_ignores_padding():
         cross_entropy(logits, np.full((2, 3), 5))
     with pytest.raises(ValueError, match="targets: expected shape"):
         cross_entropy(logits, np.zeros((2, 2), int))
+
+
+# -- one rule for rng: None is the seeded default np.random.default_rng(0) --------------------
+def _every_public_module():
+    """{name: a function building it with ``rng`` left out}, for every public Module class."""
+    import npformer as nf
+    ln, ffn = (lambda: nf.LayerNorm(8)), (lambda: nf.FFN(8))
+    return {
+        "Embedding": lambda: nf.Embedding(11, 8), "LearnedPositions": lambda: nf.LearnedPositions(6, 8),
+        "SinusoidalPositions": lambda: nf.SinusoidalPositions(6, 8),
+        "Embeddings": lambda: nf.Embeddings(nf.Embedding(11, 8)),
+        "Linear": lambda: nf.Linear(4, 3), "MultiHeadAttention": lambda: nf.MultiHeadAttention(8, 2),
+        "Rotary": lambda: nf.Rotary(4), "FFN": ffn, "SwiGLU": lambda: nf.SwiGLU(8),
+        "LayerNorm": ln, "RMSNorm": lambda: nf.RMSNorm(8),
+        "PreNormBlock": lambda: nf.PreNormBlock(nf.MultiHeadAttention(8, 2), ffn(), ln(), ln()),
+        "PostNormBlock": lambda: nf.PostNormBlock(nf.MultiHeadAttention(8, 2), ffn(), ln(), ln()),
+        "DecoderLM": lambda: nf.DecoderLM(), "TiedHead": lambda: nf.TiedHead(nf.Embedding(11, 8)),
+        "MoE": lambda: nf.MoE(8, 4), "Encoder": lambda: nf.Encoder(), "Pooler": lambda: nf.Pooler(8),
+        "CrossAttention": lambda: nf.CrossAttention(8, 2),
+        "EncoderDecoderBlock": lambda: nf.EncoderDecoderBlock(
+            nf.MultiHeadAttention(8, 2), nf.CrossAttention(8, 2), ffn(), ln(), ln(), ln()),
+        "EncoderDecoder": lambda: nf.EncoderDecoder(),
+    }
+
+
+def test_every_public_module_builds_without_an_rng():
+    import inspect
+    import npformer as nf
+    from npformer.core.module import Module
+    public = {name for name in dir(nf) if inspect.isclass(getattr(nf, name))
+              and issubclass(getattr(nf, name), Module) and getattr(nf, name) is not Module}
+    builders = _every_public_module()
+    assert public == set(builders), "a public Module without a builder here: " \
+        f"{sorted(public - set(builders))}"
+    for name, build in builders.items():
+        first, again = build().state_dict(), build().state_dict()
+        for key in first:                                  # rng=None is seeded: the same weights
+            np.testing.assert_array_equal(first[key], again[key], err_msg=f"{name}.{key}")
+
+
+@pytest.mark.parametrize("name", ["Embedding", "Linear", "MultiHeadAttention", "FFN", "SwiGLU",
+                                  "MoE", "CrossAttention", "Pooler", "DecoderLM", "Encoder",
+                                  "EncoderDecoder"])
+def test_rng_none_is_default_rng_0_shared_by_the_parts(name):
+    import npformer as nf
+    args = {"Embedding": (11, 8), "Linear": (4, 3), "MultiHeadAttention": (8, 2), "FFN": (8,),
+            "SwiGLU": (8,), "MoE": (8, 4), "CrossAttention": (8, 2), "Pooler": (8,)}.get(name, ())
+    cls = getattr(nf, name)
+    omitted = cls(*args).state_dict()
+    seeded = cls(*args, rng=np.random.default_rng(0)).state_dict()
+    assert omitted.keys() == seeded.keys()
+    for key in omitted:
+        np.testing.assert_array_equal(omitted[key], seeded[key], err_msg=key)
+    drawn = [w for w in omitted.values() if w.ndim == 2]
+    for i, a in enumerate(drawn):                          # one stream: no two parts drew alike
+        for b in drawn[i + 1:]:
+            n = min(a.size, b.size)
+            assert not np.array_equal(a.ravel()[:n], b.ravel()[:n])
+    with pytest.raises(TypeError, match="rng: expected a numpy.random.Generator or None, got int"):
+        cls(*args, rng=0)

@@ -10,7 +10,7 @@ from npformer import MultiHeadAttention, Rotary, causal_mask
 
 seeds = st.integers(0, 2**32 - 1)
 positions = st.integers(-300, 300)
-thetas = st.sampled_from([10000.0, 500000.0, 100.0, 2.5])
+bases = st.sampled_from([10000.0, 500000.0, 100.0, 2.5])
 
 
 @st.composite
@@ -19,7 +19,7 @@ def rotaries(draw):
     head_dim = draw(st.sampled_from([2, 4, 6, 8, 16]))
     fraction = draw(st.sampled_from([1.0, 0.5, 0.75, 0.25]))
     assume(int(head_dim * fraction) >= 2)
-    return Rotary(head_dim, draw(thetas), draw(st.sampled_from(Rotary.LAYOUTS)), fraction)
+    return Rotary(head_dim, draw(bases), draw(st.sampled_from(Rotary.LAYOUTS)), fraction)
 
 
 def rotate(rope, vec, p):
@@ -35,7 +35,7 @@ def reference_rotate(rope, vec, p):
         a_idx, b_idx = np.arange(r // 2), np.arange(r // 2) + r // 2
     else:
         a_idx, b_idx = np.arange(0, r, 2), np.arange(1, r, 2)
-    w = rope.theta ** (-np.arange(r // 2) * 2.0 / r)
+    w = rope.base ** (-np.arange(r // 2) * 2.0 / r)
     z = (vec[a_idx] + 1j * vec[b_idx]) * np.exp(1j * p * w)
     out = vec.copy()
     out[a_idx], out[b_idx] = z.real, z.imag
@@ -86,7 +86,7 @@ def test_backward_is_the_inverse_rotation(rope, seed, p):
 
 
 def test_two_dimensions_sixty_degrees():
-    # With head width 2 there is one pair and its frequency is theta^0 = 1, so position p
+    # With head width 2 there is one pair and its frequency is base^0 = 1, so position p
     # rotates by p radians: no integer position is 60 degrees away from another. Two
     # honest ways to get exactly 60 degrees:
     q = k = np.array([1.0, 0.0])
@@ -97,10 +97,10 @@ def test_two_dimensions_sixty_degrees():
     assert two_d.angles(np.array([math.pi / 3]))[0, 0] == pytest.approx(math.pi / 3)
     assert q @ rotate(two_d, k, math.pi / 3) == pytest.approx(0.5, abs=1e-12)
     assert rotate(two_d, q, 2.0) @ rotate(two_d, k, 2.0 + math.pi / 3) == pytest.approx(0.5, abs=1e-12)
-    # (b) integer positions: a head of width 4 with theta = (3/pi)^2 has frequencies
-    # w_0 = 1 and w_1 = theta^(-1/2) = pi/3. q = k = [1, 0] in the plane of pair 1
+    # (b) integer positions: a head of width 4 with base = (3/pi)^2 has frequencies
+    # w_0 = 1 and w_1 = base^(-1/2) = pi/3. q = k = [1, 0] in the plane of pair 1
     # (features 1 and 3 in the half layout) sees an offset of 1 as exactly 60 degrees.
-    four_d = Rotary(4, theta=(3 / math.pi) ** 2)
+    four_d = Rotary(4, base=(3 / math.pi) ** 2)
     np.testing.assert_allclose(four_d.angles(np.array([1])), [[1.0, math.pi / 3]], rtol=1e-15)
     q4 = k4 = np.array([0.0, 1.0, 0.0, 0.0])
     for i in (0, 5, 40):

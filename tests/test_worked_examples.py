@@ -71,8 +71,9 @@ def test_scripts_are_numbered_in_order_and_listed_in_the_readme():
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.stem)
 def test_script_runs_as_a_program(path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)
+                          cwd=REPO, env=env, timeout=120)          # this clone's npformer, not an installed one
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) >= 5
 

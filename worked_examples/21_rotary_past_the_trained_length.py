@@ -5,10 +5,10 @@ works": the length seen in training and the frequencies still matter. What
 can be shown without a trained large model:
 1. a learned (or sinusoidal) position table stops at its length; RoPE rotates at
    any position, norms intact: nothing in RoPE itself stops a longer context;
-2. pair i turns by w_i = theta^(-2i/D) per position. With a Llama-2-sized head
-   (D = 128, theta = 10,000) trained on 4,096 positions, the slowest pairs never
+2. pair i turns by w_i = base^(-2i/D) per position. With a Llama-2-sized head
+   (D = 128, base = 10,000) trained on 4,096 positions, the slowest pairs never
    complete one turn within the trained offsets, so longer offsets give them
-   angles no training example produced; a larger theta makes more such pairs;
+   angles no training example produced; a larger base makes more such pairs;
 3. squeezing the positions (interpolation: p * 4096 / 8192) keeps every angle at
    8,192 positions inside the trained range: the frequency configuration decides.
 Whether a trained model then degrades needs a trained model; not shown here.
@@ -55,19 +55,19 @@ def turns_within(rotary, length):
 
 
 def slow_pairs(out):
-    """Fact 2: per theta, how many pairs never complete a turn within the trained offsets."""
+    """Fact 2: per base, how many pairs never complete a turn within the trained offsets."""
     out(f"2. Head width {HEAD_DIM}, trained on {TRAINED:,} positions: how far each of the "
         f"{HEAD_DIM // 2} pairs turns within the trained offsets")
     counts, slowest = {}, {}
-    for theta in (10_000.0, 500_000.0):
-        rotary = Rotary(HEAD_DIM, theta=theta)
+    for base in (10_000.0, 500_000.0):
+        rotary = Rotary(HEAD_DIM, base=base)
         turned = turns_within(rotary, TRAINED)
-        counts[theta] = int((turned < 2 * math.pi).sum())
-        slowest[theta] = float(turned[-1])
-        out(f"   theta {theta:9,.0f}: fastest pair {turned[0] / (2 * math.pi):7.1f} turns, slowest "
-            f"{slowest[theta]:.3f} rad; {counts[theta]} pairs never complete one turn")
+        counts[base] = int((turned < 2 * math.pi).sum())
+        slowest[base] = float(turned[-1])
+        out(f"   base {base:9,.0f}: fastest pair {turned[0] / (2 * math.pi):7.1f} turns, slowest "
+            f"{slowest[base]:.3f} rad; {counts[base]} pairs never complete one turn")
     doubled = float(Rotary(HEAD_DIM).angles(np.array([2 * TRAINED - 1]))[0, -1])
-    out(f"   at offset {2 * TRAINED - 1:,} the slowest pair (theta 10,000) stands at {doubled:.3f} rad, "
+    out(f"   at offset {2 * TRAINED - 1:,} the slowest pair (base 10,000) stands at {doubled:.3f} rad, "
         "beyond every angle it met in training")
     return counts, slowest
 

@@ -162,6 +162,16 @@ def check_positive(name, value):
     return value
 
 
+def check_rng(rng):
+    """The Generator a layer draws its weights from: ``rng`` itself, or the seeded default
+    ``np.random.default_rng(0)`` when it is None (the same weights on every run)."""
+    if rng is None:
+        return np.random.default_rng(0)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng: expected a numpy.random.Generator or None, got {type(rng).__name__}")
+    return rng
+
+
 def check_window(window):
     """None, or an integer >= 1 (a sliding-window width)."""
     if window is not None and (isinstance(window, bool) or not isinstance(window, (int, np.integer))

@@ -70,11 +70,6 @@ def read_json(path):
     return _parse_json(path, _read_bytes(path))
 
 
-def read_npz(path):
-    """{name: array} from an .npz, loaded with allow_pickle=False."""
-    return _parse_npz(path, _read_bytes(path))
-
-
 # -- where the current files are -------------------------------------------------------------
 def _manifest(directory):
     """(folder path, {file name: sha256}) of the current checkpoint; (directory, None) for the
@@ -271,11 +266,6 @@ def _load_one(directory, name, parse):
     return path, parse(path, _read_verified(folder, hashes, name))
 
 
-def load_config(directory):
-    """(DecoderConfig, dtype) from ``config.json``, validated."""
-    return _parse_config(*_load_one(directory, "config.json", _parse_json))
-
-
 def load_state(directory):
     """The ``state.json`` dict (step, history, settings, optimizer scalars), validated."""
     return _check_state(*_load_one(directory, "state.json", _parse_json))
@@ -289,19 +279,13 @@ def load_weights(directory, model):
     return model
 
 
-def load_tokenizer(directory):
-    """The tokenizer saved in a checkpoint directory."""
-    return read_checkpoint(directory, weights=False).require_tokenizer()
-
-
 def load_model(directory):
     """Rebuild the ``DecoderLM`` saved in ``directory`` (weights validated)."""
     return read_checkpoint(directory).model()
 
 
-def load_optimizer(directory, optimizer, state=None):
-    """Restore the optimizer's buffers and scalars saved beside the model (``state`` is
-    accepted for older callers; the saved one is used)."""
+def load_optimizer(directory, optimizer):
+    """Restore the optimizer's buffers and scalars saved beside the model."""
     return read_checkpoint(directory).load_optimizer(optimizer)
 
 

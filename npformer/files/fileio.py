@@ -70,11 +70,6 @@ def write_json(path, data, indent=1):
     return write_bytes(path, json_bytes(data, os.fspath(path), indent))
 
 
-def write_npz(path, arrays):
-    """Write ``{name: array}`` as an uncompressed .npz, atomically."""
-    return write_bytes(path, npz_bytes(arrays))
-
-
 def sync_directory(path):
     """Flush a directory's entries (new names, renames) to disk; POSIX only, elsewhere nothing."""
     if os.name != "posix":

@@ -59,8 +59,6 @@ nothing optional is imported until a file is touched.
 """
 from __future__ import annotations
 
-import warnings
-
 from .configs import (FAMILIES, decoder_config_from_hf, encoder_config_from_hf, family_of,
                       hf_config_dict, hf_config_from_decoder, seq2seq_config_from_hf)
 from .convert import convert_state_dict, from_hf, hf_grads_as_ours, hf_state_dict, save_hf
@@ -70,16 +68,7 @@ from .tables import ParamMap, table_for
 
 __all__ = ["FAMILIES", "ParamMap", "bf16_to_float32", "convert_state_dict",
            "decoder_config_from_hf", "encoder_config_from_hf", "family_of", "from_hf", "hf_config_dict",
-           "hf_config_from_decoder", "hf_grads_as_ours", "hf_state_dict", "load_checkpoint",
+           "hf_config_from_decoder", "hf_grads_as_ours", "hf_state_dict",
            "read_hf_checkpoint", "read_safetensors", "save_hf", "seq2seq_config_from_hf",
            "table_for", "to_numpy", "write_hf_checkpoint", "write_safetensors"]
 
-
-def load_checkpoint(directory):
-    """Deprecated name of ``read_hf_checkpoint`` (it shared its name with
-    ``npformer.files.checkpoint.load_checkpoint``, which reads npformer's own checkpoints)."""
-    warnings.warn("npformer.interop.load_checkpoint is deprecated: use "
-                  "npformer.interop.read_hf_checkpoint for Hugging Face checkpoint directories "
-                  "(npformer.files.checkpoint.load_checkpoint reads npformer's own)",
-                  DeprecationWarning, stacklevel=2)
-    return read_hf_checkpoint(directory)

@@ -141,7 +141,7 @@ def _gpt2_to_hf(c, common):
 
 
 # -- Llama and Mixtral -----------------------------------------------------------------------
-def _rope_theta(hf):
+def _rope_base(hf):
     """RoPE base and a check that the scaling is the plain one (transformers 4 and 5 spellings)."""
     rope = hf.get("rope_parameters") or {}
     scaling = hf.get("rope_scaling") or {}
@@ -167,7 +167,7 @@ def _llama_from_hf(hf):
                   n_kv_heads=hf.get("num_key_value_heads") or heads,
                   n_layers=hf["num_hidden_layers"], max_len=hf.get("max_position_embeddings", 2048),
                   ffn_hidden=hf["intermediate_size"], norm_eps=hf.get("rms_norm_eps", 1e-6),
-                  rope_theta=_rope_theta(hf), tie_embeddings=hf.get("tie_word_embeddings", False),
+                  rope_theta=_rope_base(hf), tie_embeddings=hf.get("tie_word_embeddings", False),
                   attn_bias=hf.get("attention_bias", False), ffn_bias=hf.get("mlp_bias", False),
                   window=hf.get("sliding_window"), init_std=hf.get("initializer_range", 0.02),
                   pad_token_id=hf.get("pad_token_id"))       # torch freezes that row when set

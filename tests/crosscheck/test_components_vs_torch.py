@@ -193,7 +193,7 @@ def rope_interleaved_torch(x, positions, head_dim, theta=10000.0):
                                                      ("half", 1.0, True), ("interleaved", 1.0, False)])
 def test_rope(layout, fraction, batched, rng):
     B, H, N, D = 2, 3, 7, 8
-    rope = npformer.Rotary(D, theta=500.0, layout=layout, fraction=fraction)
+    rope = npformer.Rotary(D, base=500.0, layout=layout, fraction=fraction)
     x = rng.standard_normal((B, H, N, D))
     positions = rng.integers(0, 40, (B, N)) if batched else np.arange(5, 5 + N)
     g = rng.standard_normal(x.shape)
