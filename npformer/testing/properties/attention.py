@@ -164,7 +164,7 @@ def decoding_never_reads_ahead(subject, example):
     out = subject.output(example.args, example.options)
     later_k, later_v = k.copy(), v.copy()
     later_k[:, :, -1] += 1.5
-    later_v[:, :, -1] -= 2.0
+    later_v[:, :, -1] += 2.0
     moved = subject.output((q, later_k, later_v), example.options)
     close("the outputs before the last position", np.asarray(moved)[:, :, :-1], np.asarray(out)[:, :, :-1])
 
