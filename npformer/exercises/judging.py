@@ -54,23 +54,30 @@ def _mistake_json(found):
 
 
 def judge_component(name, patches, candidates):
-    """[entry] of one component on drawn inputs: each check, with its smallest failure."""
+    """[CheckResult] of one component on drawn inputs, each failure at its smallest example."""
     checker = Checker(PatchedSubject(name, patches))
-    checker.candidates = [m for m in candidates if m.function in set(find(name).functions)]
-    if search(checker.component.draw, checker.record, EXAMPLES, SEED) is not None:
+    checker.candidates = candidates                   # the exercise's own functions are the patched ones
+    if search(checker.component.draw, checker.record, EXAMPLES, SEED, checker.corners) is not None:
         for check in checker.results.values():
             if check.failure is not None:
                 check.failure = smallest_failure(checker, check.name, EXAMPLES, SEED)
-    entries = []
-    for check in list(checker.results.values()) + fixed_properties(checker.subject):
-        failure = check.failure
-        entries.append({"component": name, "check": check.name, "kind": check.kind, "ok": check.passed,
-                        "examples": check.examples,
-                        "message": failure and failure.message,
-                        "mistake": failure and _mistake_json(failure.mistake),
-                        "diagnoses": failure.diagnoses if failure else [],
-                        "example": failure.example.describe() if failure and failure.example else None})
-    return entries
+    return list(checker.results.values()) + fixed_properties(checker.subject)
+
+
+def _component_entry(name, check):
+    failure = check.failure
+    return {"component": name, "check": check.name, "kind": check.kind, "ok": check.passed,
+            "examples": check.examples, "message": failure and failure.message,
+            "mistake": failure and _mistake_json(failure.mistake),
+            "diagnoses": failure.diagnoses if failure else [],
+            "example": failure.example.describe() if failure and failure.example else None}
+
+
+class _CaseFailure:
+    """A fixed case's verdict seen as a failure with candidate mistakes, for ``settle``."""
+
+    def __init__(self, verdict):
+        self.verdict, self.matches, self.mistake = verdict, verdict["matches"], verdict["mistake"]
 
 
 def _case_entry(case, size, verdict):
@@ -81,20 +88,9 @@ def _case_entry(case, size, verdict):
         "error": describe_error(error) if error is not None else None}
 
 
-def judge_exercise(exercise, patches, progress=None):
-    """{"exercise", "checks": [...], "claims": [...]} of one exercise with ``patches`` in place
-    (the training task's: every component the learner wrote)."""
-    candidates = mistakes.of_functions(exercise.paths(forward=True))
-    result = {"exercise": exercise.name, "checks": [], "claims": [], "error": None}
-    for name in exercise.components:
-        _say(progress, f"{name} on drawn inputs")
-        result["checks"] += judge_component(name, patches, candidates)
-    for case, sizes in exercise.checks:
-        for size in sizes:
-            _say(progress, f"{case} (size {size})")
-            build = (lambda case=case, size=size: CASES[case](np.random.default_rng(size), size))
-            result["checks"].append(_case_entry(case, size, judge_case(build, patches, candidates)))
+def _claims(exercise, patches, progress):
     import npformer
+    entries = []
     for text, check in claims.of(exercise.name):
         _say(progress, text)
         entry = {"claim": text, "ok": False}
@@ -106,8 +102,31 @@ def judge_exercise(exercise, patches, progress=None):
             entry["detail"] = str(failure)
         except Exception as error:             # noqa: BLE001 - the learner's code raised
             entry["detail"] = f"your code raised {describe_error(error)}"
-        result["claims"].append(entry)
-    return result
+        entries.append(entry)
+    return entries
+
+
+def judge_exercise(exercise, patches, progress=None):
+    """{"exercise", "checks": [...], "claims": [...]} of one exercise with ``patches`` in place
+    (the training task's: every component the learner wrote)."""
+    candidates = mistakes.of_functions(exercise.paths(forward=True))
+    drawn, fixed = [], []
+    for name in exercise.components:
+        _say(progress, f"{name} on drawn inputs")
+        drawn += [(name, check) for check in judge_component(name, patches, candidates)]
+    for case, sizes in exercise.checks:
+        for size in sizes:
+            _say(progress, f"{case} (size {size})")
+            build = (lambda case=case, size=size: CASES[case](np.random.default_rng(size), size))
+            fixed.append((case, size, _CaseFailure(judge_case(build, patches, candidates))))
+    # several mistakes may fit one check: name the one that fits them all
+    mistakes.settle([c.failure for _, c in drawn if c.failure is not None] + [f for _, _, f in fixed])
+    for _, _, found in fixed:
+        found.verdict["mistake"] = found.mistake
+    checks = [_component_entry(name, check) for name, check in drawn]
+    checks += [_case_entry(case, size, found.verdict) for case, size, found in fixed]
+    return {"exercise": exercise.name, "checks": checks, "claims": _claims(exercise, patches, progress),
+            "error": None}
 
 
 def _say(path, text):

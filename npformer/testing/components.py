@@ -44,10 +44,10 @@ class Component:
         return self.reference[1] is None
 
 
-def _pair(name, title, signature, draw, module, fn, gradients, functions=None):
+def _pair(name, title, signature, draw, module, fn, gradients, functions=()):
     forward, backward = f"{module}.{fn}_forward", f"{module}.{fn}_backward"
     return Component(name, title, signature, draw, (forward, backward), gradients,
-                     functions or (forward, backward))
+                     (forward, backward) + tuple(functions))
 
 
 COMPONENTS = {c.name: c for c in (
@@ -72,13 +72,13 @@ COMPONENTS = {c.name: c for c in (
               ("t01_embedding.Embedding.forward", "t01_embedding.Embedding.backward")),
     _pair("attention", "scaled dot-product attention (every head its own keys)",
           "attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None) -> (out, cache)",
-          st.attention_inputs(grouped=False), "t04_attention", "attention", "(d_q, d_k, d_v)"),
+          st.attention_inputs(grouped=False), "t04_attention", "attention", "(d_q, d_k, d_v)",
+          ("t04_attention.may_read",)),
     _pair("grouped_attention", "attention with key/value heads shared by groups of query heads (GQA, MQA)",
           "grouped_attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None) "
           "-> (out, cache)", st.attention_inputs(grouped=True), "t04_attention", "grouped_attention",
-          "(d_q, d_k, d_v)", ("t04_attention.grouped_attention_forward",
-                              "t04_attention.grouped_attention_backward",
-                              "t04_attention.attention_forward", "t04_attention.attention_backward")),
+          "(d_q, d_k, d_v)", ("t04_attention.attention_forward", "t04_attention.attention_backward",
+                              "t04_attention.may_read")),
     Component("multi_head_attention", "multi-head attention with Wq, Wk, Wv, Wo (GQA when w_k is narrower)",
               "multi_head_forward(x, w_q, w_k, w_v, w_o, n_heads, mask=None, causal=False) -> (out, cache)",
               st.multi_head_inputs(), (ref.multi_head_forward, ref.multi_head_backward),

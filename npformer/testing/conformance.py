@@ -13,10 +13,11 @@ import math
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import example as hypothesis_example
 from hypothesis import seed as hypothesis_seed
 
 from . import components as catalogue
-from . import mistakes, properties
+from . import mistakes, properties, strategies
 from .compare import compare_tensor
 from .patching import patched
 from .report import CheckResult, ConformanceReport, Failure
@@ -29,19 +30,22 @@ class _Found(Exception):
     """Raised inside a hypothesis search to mark an example as failing."""
 
 
-def search(strategy, failing, examples, seed):
-    """The smallest example hypothesis can find for which ``failing(example)`` is true, or None."""
+def search(strategy, failing, examples, seed, corners=()):
+    """The smallest example hypothesis can find for which ``failing(example)`` is true, or None.
+    ``corners``: examples tried first, whatever hypothesis draws (one that fails is shrunk)."""
     found = []
 
     @hypothesis_seed(seed)
     @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
               suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
-              phases=(Phase.generate, Phase.shrink), verbosity=Verbosity.quiet)
+              phases=(Phase.explicit, Phase.generate, Phase.shrink), verbosity=Verbosity.quiet)
     @given(strategy)
     def probe(example):
         if failing(example):
             found.append(example)
             raise _Found
+    for corner in reversed(corners):
+        probe = hypothesis_example(corner)(probe)
     try:
         probe()
     except _Found:
@@ -73,6 +77,7 @@ class Checker:
                            (subject.differentiates or not p.needs_backward)]
         self.results, self.seen, self.shrinking = {}, [], False
         self.candidates = mistakes.of_functions(self.component.functions)
+        self.corners = strategies.corner_examples(self.component.name)
 
     def tolerance(self):
         """The relative tolerance: given, or the one of the implementation's output dtype."""
@@ -152,13 +157,14 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
     subject = as_subject(component, forward, backward, vjp)
     checker = Checker(subject, rtol, atol)
     report = ConformanceReport(subject.component.name, subject.name, examples, seed, 0.0, "float64")
-    failing = search(subject.component.draw, checker.record, examples, seed)
+    failing = search(subject.component.draw, checker.record, examples, seed, checker.corners)
     report.tolerance, report.dtype = checker.tolerance(), checker.dtype or "float64"
     if failing is not None:
         for check in checker.results.values():
             if check.failure is not None:
                 check.failure = smallest_failure(checker, check.name, examples, seed)
     report.checks = list(checker.results.values()) + fixed_properties(subject)
+    mistakes.settle([c.failure for c in report.checks if c.failure is not None])
     if not subject.differentiates and not subject.component.forward_only:
         report.checks.append(CheckResult("gradients", "gradient", skipped="no backward or vjp given"))
     return report
@@ -183,32 +189,34 @@ def smallest_failure(checker, name, examples, seed):
     """The check ``name``'s failure on the smallest example hypothesis finds, diagnosed."""
     def fails(example):
         return checker.compare(example).get(name) is not None
-    example = search(checker.component.draw, fails, examples, seed)
+    example = search(checker.component.draw, fails, examples, seed, checker.corners)
     if example is None:                                   # flaky: keep what the first search saw
         return checker.results[name].failure
     found = checker.compare(example)[name]
     failure = Failure(example, _message(found), diagnoses=[] if isinstance(found, str) else found["diagnoses"])
     if not name.startswith(("output", "gradient")):
         return failure
-    failure.mistake = matching_mistake(checker, [example] + checker.seen)
+    failure.matches = matching_mistakes(checker, [example] + checker.seen)
+    failure.mistake = failure.matches[0] if failure.matches else None
     if failure.mistake is not None:
         failure.diagnoses = []
     return failure
 
 
-def matching_mistake(checker, examples):
-    """The catalogued mistake that computes exactly what the implementation computed on every
-    one of ``examples`` (and differs from the reference on one), or None."""
+def matching_mistakes(checker, examples):
+    """The catalogued mistakes that compute exactly what the implementation computed on every
+    one of ``examples`` (and differ from the reference on one), in catalogue order."""
     tol = checker.tolerance()
     theirs = [checker.subject.outcome(e)[0] for e in examples]
     right = [checker.reference.outcome(e)[0] for e in examples]
+    found = []
     for candidate in checker.candidates:
         with patched(candidate.patches()):
             wrong = [checker.reference.outcome(e)[0] for e in examples]
         if all(_same(w, t, tol) for w, t in zip(wrong, theirs)) and \
                 not all(_same(w, r, 1e-12) for w, r in zip(wrong, right)):
-            return candidate
-    return None
+            found.append(candidate)
+    return found
 
 
 def _same(a, b, tol):

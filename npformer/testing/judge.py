@@ -75,13 +75,9 @@ def mismatches(mine, right, factors):
     return found
 
 
-def matching_mistake(build, mine, candidates, upstream, repeat):
-    """The first catalogued mistake whose result equals ``mine`` on this problem, or None."""
-    for candidate in candidates:
-        wrong = evaluate(build, candidate.patches(), upstream, repeat)
-        if same(wrong, mine):
-            return candidate
-    return None
+def matching_mistakes(build, mine, candidates, upstream, repeat):
+    """The catalogued mistakes whose result equals ``mine`` on this problem, in order."""
+    return [c for c in candidates if same(evaluate(build, c.patches(), upstream, repeat), mine)]
 
 
 def leak(build, patches, upstream, name):
@@ -131,12 +127,16 @@ def accumulation_note(once, twice):
 
 
 def judge_case(build, patches, candidates=()):
-    """Everything about one problem: {"ok", "forward"/"tensors"/"notes", "mistake", "error"}."""
-    right = run(build)
+    """Everything about one problem: {"ok", "forward"/"tensors"/"notes", "mistake", "error"}.
+    The upstream gradient is random everywhere (a case's own, made for finite differences,
+    may be zero where the backward has choices to make)."""
+    right = run(build, own_upstream=False)
+    if right.error is not None:                      # an upstream of a required form (MoE's aux
+        right = run(build)                           # entry): the case's own
     if right.error is not None:                      # the case itself cannot run: npformer's bug
         raise right.error
     mine = evaluate(build, patches, right.upstream)
-    verdict = {"ok": False, "tensors": [], "notes": [], "mistake": None, "error": mine.error}
+    verdict = {"ok": False, "tensors": [], "notes": [], "mistake": None, "matches": [], "error": mine.error}
     if mine.error is not None:
         return verdict
     verdict["tensors"] = mismatches(mine, right, factors_of(build))
@@ -148,7 +148,8 @@ def judge_case(build, patches, candidates=()):
             verdict["notes"].append(note)
             mine, repeat = twice, 2
     if verdict["tensors"] or verdict["notes"]:
-        verdict["mistake"] = matching_mistake(build, mine, candidates, right.upstream, repeat)
+        verdict["matches"] = matching_mistakes(build, mine, candidates, right.upstream, repeat)
+        verdict["mistake"] = verdict["matches"][0] if verdict["matches"] else None
         if verdict["mistake"] is None:
             _generic(verdict, build, patches, right.upstream)
     verdict["ok"] = not verdict["tensors"] and not verdict["notes"]

@@ -41,10 +41,11 @@ def resolve(path):
 
 
 def reference(path):
-    """The plain function at ``path`` (a ``@fast_twin`` dispatch gives its ``.plain``)."""
+    """The plain function at ``path`` (a ``@fast_twin`` dispatch gives its ``.plain``, a checked
+    ``backward`` the method it checks)."""
     _, owner, name = resolve(path)
     found = inspect.getattr_static(owner, name)
-    return getattr(found, "plain", found)
+    return inspect.unwrap(getattr(found, "plain", found))
 
 
 def _slots(original):

@@ -106,8 +106,10 @@ def _backward_grads(target, inputs, names, cache, upstream, repeat):
     return grads
 
 
-def run(build, upstream=None, repeat=1):
-    """``Result`` of one problem as npformer computes it now (whatever is patched in)."""
+def run(build, upstream=None, repeat=1, own_upstream=True):
+    """``Result`` of one problem as npformer computes it now (whatever is patched in).
+    ``upstream``: the gradient G to send back (default: the case's own when it has one and
+    ``own_upstream``, else a random one)."""
     result = Result()
     try:
         target, inputs, options = build()
@@ -123,7 +125,9 @@ def run(build, upstream=None, repeat=1):
             return result
         out, cache = forward(*inputs, **options)
         result.outputs = output_dict(out)
-        G = upstream if upstream is not None else given if given is not None else upstream_like(out)
+        if upstream is None:
+            upstream = given if given is not None and own_upstream else upstream_like(out)
+        G = upstream
         result.upstream = np.asarray(G, np.float64)
         result.grads = _backward_grads(target, inputs, names, cache, result.upstream, repeat)
         if is_module(target):

@@ -17,6 +17,7 @@ class Failure:
     example: object                      # strategies.Example (None for a fixed-number property)
     message: str                         # "worst at (0, 1): yours 0.25, expected 0.5 (relative error 5.0e-01)"
     mistake: object = None               # the catalogued Mistake it matches, if one does
+    matches: list = field(default_factory=list)     # every catalogued Mistake that fits this check
     diagnoses: list = field(default_factory=list)   # generic diagnoses when no mistake matches
 
 

@@ -267,3 +267,99 @@ def decode_inputs(draw):
     H, H_kv = draw(head_groups(True))
     args = (draw(arrays((B, H, N, D))), draw(arrays((B, H_kv, N, D))), draw(arrays((B, H_kv, N, D))))
     return Example(("q", "k", "v"), args)
+
+
+# -- corner examples: the inputs every check starts with, whatever hypothesis draws --------------
+def _normal(rng, *shape):
+    return rng.standard_normal(shape)
+
+
+def corner_examples(component):
+    """A few fixed inputs of ``component`` that reach its every branch: masks of several shapes
+    with a row that reads nothing, causal windows shorter than the sequence behind cached keys,
+    GQA groups, both RoPE layouts, ignored targets, repeated ids."""
+    rng = np.random.default_rng(11)
+    build = _CORNERS.get(component)
+    return build(rng) if build else []
+
+
+def _attention_corners(rng, grouped):
+    B, N, M, D = 2, 4, 6, 3
+    H, H_kv = (4, 2) if grouped else (2, 2)
+    q, k, v = _normal(rng, B, H, N, D), _normal(rng, B, H_kv, M, D), _normal(rng, B, H_kv, M, D)
+    left = (np.arange(M)[None, :] >= np.array([[2], [0]]))[:, None, None, :]      # left padding
+    table = rng.random((N, M)) < 0.6
+    table[1] = False                                                             # reads nothing
+    names = ("q", "k", "v")
+    return [Example(names, (q, k, v), {"mask": left, "causal": True, "window": 2}),
+            Example(names, (q, k, v), {"mask": table, "causal": False, "window": None}),
+            Example(names, (q, k, v), {"mask": None, "causal": True, "window": None})]
+
+
+def _softmax_corners(rng):
+    x = _normal(rng, 2, 3, 4)
+    mask = rng.random((2, 3, 4)) < 0.6
+    mask[0, 1] = False
+    return [Example(("x",), (x,), {"axis": -1, "mask": mask}),
+            Example(("x",), (x,), {"axis": 1, "mask": mask[:, :, :1]}),
+            Example(("x",), (x,), {"axis": 0})]
+
+
+def _norm_corners(rng, centred):
+    names = ("x", "gamma", "beta") if centred else ("x", "gamma")
+    args = (_normal(rng, 2, 3, 5), 1 + 0.5 * _normal(rng, 5)) + ((_normal(rng, 5),) if centred else ())
+    return [Example(names, args)]
+
+
+def _rope_corners(rng):
+    x = _normal(rng, 2, 2, 3, 6)
+    return [Example(("x", "positions"), (x, np.array([[0, 1, 2], [4, 5, 6]])), {"base": 100.0, "layout": layout})
+            for layout in ("half", "interleaved")]
+
+
+def _cross_entropy_corners(rng):
+    targets = rng.integers(0, 5, (2, 3))
+    targets[0, 1] = IGNORE_INDEX
+    return [Example(("logits", "targets"), (_normal(rng, 2, 3, 5), targets))]
+
+
+def _multi_head_corners(rng):
+    B, N, D, H, H_kv = 2, 4, 2, 4, 2
+    d = H * D
+    args = (_normal(rng, B, N, d), _normal(rng, d, H * D), _normal(rng, d, H_kv * D), _normal(rng, d, H_kv * D),
+            _normal(rng, H * D, d), H)
+    pad = (np.arange(N)[None, :] < np.array([[3], [4]]))[:, None, None, :]
+    names = ("x", "w_q", "w_k", "w_v", "w_o", "n_heads")
+    return [Example(names, args, {"mask": pad, "causal": True}), Example(names, args, {"mask": None, "causal": False})]
+
+
+def _embedding_corners(rng):
+    return [Example(("ids", "table"), (np.array([[3, 3, 1], [0, 3, 1]]), _normal(rng, 5, 2)))]
+
+
+def _linear_corners(rng):
+    x, w, b = _normal(rng, 2, 3, 4), _normal(rng, 4, 5), _normal(rng, 5)
+    return [Example(("x", "weight", "bias"), (x, w, b)), Example(("x", "weight"), (x, w))]
+
+
+def _adamw_corners(rng):
+    data, grad, m = _normal(rng, 3, 2), _normal(rng, 3, 2), _normal(rng, 3, 2)
+    v = np.abs(_normal(rng, 3, 2))
+    names, settings = ("data", "grad", "m", "v", "step"), {"lr": 0.1, "betas": (0.9, 0.999), "eps": 1e-8}
+    first = (data, 1e-3 * grad, np.zeros_like(m), np.zeros_like(v), 1)        # the first step: v = 0
+    return [Example(names, (data, grad, m, v, 3), {**settings, "weight_decay": 0.1}),
+            Example(names, first, {**settings, "weight_decay": 0.0})]
+
+
+def _decode_corners(rng):
+    return [Example(("q", "k", "v"), (_normal(rng, 2, 4, 5, 3), _normal(rng, 2, 2, 5, 3), _normal(rng, 2, 2, 5, 3)))]
+
+
+_CORNERS = {
+    "softmax": _softmax_corners, "attention": lambda rng: _attention_corners(rng, False),
+    "grouped_attention": lambda rng: _attention_corners(rng, True),
+    "layernorm": lambda rng: _norm_corners(rng, True), "rmsnorm": lambda rng: _norm_corners(rng, False),
+    "rope": _rope_corners, "cross_entropy": _cross_entropy_corners, "multi_head_attention": _multi_head_corners,
+    "embedding": _embedding_corners, "linear": _linear_corners, "adamw": _adamw_corners,
+    "kv_decode": _decode_corners,
+}

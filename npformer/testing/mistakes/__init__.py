@@ -3,7 +3,7 @@
 ``of_functions(paths)`` gives the mistakes of some of npformer's functions; a mistake's
 ``patches()`` puts its wrong version in place (``patching.patched``). The grader and
 ``conform`` compare the code under test with each of them on the same inputs and name the
-one that computes the same numbers.
+one that computes the same numbers. The modules follow the files they are about.
 """
-from . import softmax  # noqa: F401  (each module adds its mistakes to the catalogue)
-from .registry import CATALOGUE, Mistake, mistake, of_functions  # noqa: F401
+from . import attention, layers, models, softmax  # noqa: F401  (each adds its mistakes)
+from .registry import CATALOGUE, Mistake, mistake, of_functions, settle  # noqa: F401

@@ -49,3 +49,21 @@ def of_functions(functions):
     """The catalogued mistakes in any of ``functions`` (paths under npformer)."""
     wanted = set(functions)
     return [m for m in CATALOGUE if m.function in wanted]
+
+
+def settle(failures):
+    """Choose each failure's mistake so the failures agree: several mistakes may fit one check
+    (assigning and fancy-index adding give the same rows after one backward pass), and the one
+    that fits every failing check of the same function is the one to name. ``failures``: records
+    with ``matches`` (candidates, in catalogue order) and ``mistake``, set in place."""
+    by_function = {}
+    for failure in failures:
+        names = {m.function for m in failure.matches}
+        if len(names) == 1:
+            fits = set(failure.matches)
+            function = names.pop()
+            by_function[function] = by_function.get(function, fits) & fits
+    for failure in failures:
+        if failure.matches:
+            agreed = [m for m in failure.matches if m in by_function.get(m.function, ())]
+            failure.mistake = (agreed or failure.matches)[0]

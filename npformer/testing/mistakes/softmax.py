@@ -1,11 +1,74 @@
-"""Mistakes in softmax (t03_softmax.py)."""
+"""Mistakes in softmax (t03_softmax.py) and the activations (t06_activations.py)."""
 from .registry import mistake
 
 BACKWARD = "t03_softmax.softmax_backward"
-RECHECK = "d_s = y * (d_y - sum_j d_y_j y_j), the sum over the softmax's own axis"
+FORWARD = "t03_softmax.softmax_forward"
+RECHECK = "d_x = y * (d_y - sum_j d_y_j y_j), the sum over the softmax's own axis"
+SUM = "np.sum(d_out * y, axis=cache.axis, keepdims=True)"
 
-mistake("softmax-diagonal-only", BACKWARD,
-        "return y * (d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True))",
-        "return y * (1 - y) * d_out",
-        "only the diagonal of the softmax Jacobian: each weight also depends on every other "
-        "score of its row, which the sum term carries", RECHECK)
+mistake("softmax-diagonal-only", BACKWARD, f"return y * (d_out - {SUM})", "return y * (1 - y) * d_out",
+        "only the diagonal of the softmax Jacobian: each weight also depends on every other score "
+        "of its row, which the sum term carries", RECHECK)
+mistake("softmax-sum-over-axis-0", BACKWARD, SUM, "np.sum(d_out * y, axis=0, keepdims=True)",
+        "the sum runs over axis 0, not over the axis the softmax normalised (cache.axis)", RECHECK)
+mistake("softmax-no-outer-y", BACKWARD, f"return y * (d_out - {SUM})", f"return d_out - {SUM}",
+        "the factor y_i in front is missing: d_x_i = y_i (d_y_i - sum_j d_y_j y_j)", RECHECK)
+mistake("softmax-sum-sign", BACKWARD, f"return y * (d_out - {SUM})", f"return y * (d_out + {SUM})",
+        "the sum term is added instead of subtracted", RECHECK)
+mistake("softmax-unweighted-sum", BACKWARD, SUM, "np.sum(d_out, axis=cache.axis, keepdims=True)",
+        "the sum must weight each d_y_j by its y_j", RECHECK)
+mistake("softmax-passed-through", BACKWARD, f"return y * (d_out - {SUM})", "return d_out",
+        "the gradient is passed through unchanged: the softmax's own derivative is left out", RECHECK)
+mistake("softmax-mask-ignored", FORWARD, "x = np.where(mask, x, -np.inf)", "x = x",
+        "the mask is not applied: a masked score must get weight exactly 0",
+        "scores where the mask is False become -inf before the exponential")
+mistake("softmax-mask-to-zero", FORWARD, "x = np.where(mask, x, -np.inf)", "x = np.where(mask, x, 0)",
+        "masked scores are set to 0, which still gets weight e^0 / sum; they must be -inf",
+        "scores where the mask is False become -inf before the exponential")
+mistake("softmax-normalised-over-axis-0", FORWARD, "total = np.sum(e, axis=axis, keepdims=True)",
+        "total = np.sum(e, axis=0, keepdims=True)",
+        "the exponentials are divided by a sum over axis 0, not over the softmax's axis",
+        "a_j = e^(s_j - max s) / sum_k e^(s_k - max s), the sums over ``axis``")
+
+# -- the activations -----------------------------------------------------------------------------
+ACT = "t06_activations"
+mistake("relu-no-upstream", f"{ACT}.relu_backward", "return d_out * (cache.x > 0)", "return (cache.x > 0) * 1.0",
+        "the step [x > 0] is returned without d_out: the chain rule multiplies them",
+        "d_x = d_y * [x > 0]")
+mistake("relu-times-x", f"{ACT}.relu_backward", "return d_out * (cache.x > 0)", "return d_out * cache.x",
+        "multiplied by x instead of by the step [x > 0]", "d_x = d_y * [x > 0]")
+GELU = "return d_out * (_Phi(x) + x * _phi(x))"
+mistake("gelu-no-x-phi", f"{ACT}.gelu_backward", GELU, "return d_out * _Phi(x)",
+        "the derivative of x Phi(x) has a second term x phi(x) (the product rule)",
+        "d_x = d_y (Phi(x) + x phi(x))")
+mistake("gelu-no-Phi", f"{ACT}.gelu_backward", GELU, "return d_out * x * _phi(x)",
+        "the term Phi(x) of the product rule is missing", "d_x = d_y (Phi(x) + x phi(x))")
+mistake("gelu-phi-without-x", f"{ACT}.gelu_backward", GELU, "return d_out * (_Phi(x) + _phi(x))",
+        "the second term is x phi(x), not phi(x)", "d_x = d_y (Phi(x) + x phi(x))")
+TANH_RECHECK = "d_x = d_y (0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2))"
+mistake("gelu-tanh-cube-derivative", f"{ACT}.gelu_tanh_backward", "1 + 3 * GELU_A * x ** 2", "1 + GELU_A * x ** 2",
+        "the derivative of a x^3 is 3 a x^2: the 3 is missing", TANH_RECHECK)
+mistake("gelu-tanh-derivative-of-tanh", f"{ACT}.gelu_tanh_backward", "(1 - t ** 2)", "(1 - t)",
+        "tanh'(u) is 1 - tanh(u)^2, not 1 - tanh(u)", TANH_RECHECK)
+mistake("gelu-tanh-second-term-without-x", f"{ACT}.gelu_tanh_backward", "0.5 * x * (1 - t ** 2) * du",
+        "0.5 * (1 - t ** 2) * du", "the second term of the product rule keeps its x: 0.5 x (1 - t^2) u'",
+        TANH_RECHECK)
+mistake("gelu-tanh-no-chain-through-u", f"{ACT}.gelu_tanh_backward", "0.5 * x * (1 - t ** 2) * du",
+        "0.5 * x * (1 - t ** 2)", "the chain rule through u = c (x + a x^3) is missing: multiply by u'",
+        TANH_RECHECK)
+mistake("gelu-tanh-no-first-term", f"{ACT}.gelu_tanh_backward", "slope = 0.5 * (1 + t) + 0.5 * x",
+        "slope = 0.5 * x", "the first term 0.5 (1 + t) of the product rule is missing", TANH_RECHECK)
+SILU = "return d_out * s * (1 + x * (1 - s))"
+SILU_RECHECK = "d_x = d_y s (1 + x (1 - s)), s = sigmoid(x)"
+mistake("silu-sigmoid-derivative-only", f"{ACT}.silu_backward", SILU, "return d_out * s * (1 - s)",
+        "that is the derivative of sigmoid(x); SiLU is x sigmoid(x), whose derivative is s + x s (1 - s)",
+        SILU_RECHECK)
+mistake("silu-first-term-only", f"{ACT}.silu_backward", SILU, "return d_out * s",
+        "only the first term s: the product rule adds x s (1 - s)", SILU_RECHECK)
+mistake("silu-sigmoid-derivative-squared", f"{ACT}.silu_backward", SILU, "return d_out * s * (1 + x * s)",
+        "sigmoid'(x) is s (1 - s), not s^2", SILU_RECHECK)
+mistake("silu-forward-without-x", f"{ACT}.silu_forward", "return x * s, SiluCache(x, s)",
+        "return s, SiluCache(x, s)", "SiLU is x times the sigmoid, not the sigmoid alone",
+        "y = x sigmoid(x)")
+mistake("gelu-tanh-forward-square", f"{ACT}.gelu_tanh_forward", "GELU_A * x ** 3", "GELU_A * x ** 2",
+        "the cubic term: u = c (x + 0.044715 x^3)", "y = 0.5 x (1 + tanh(c (x + a x^3)))")

@@ -1,0 +1,122 @@
+"""Mistakes in attention, multi-head and grouped-query attention (t04_attention.py), RoPE
+(t05_rope.py), the KV cache (t13_kv_cache.py) and blockwise attention (t18_flash_attention.py)."""
+from .registry import mistake
+
+ATT = "t04_attention.attention_backward"
+ATT_RECHECK = ("d_weights = d_out v^T;  d_v = weights^T d_out;  d_scores = softmax backward;  "
+               "d_q = d_scores k / sqrt(D);  d_k = d_scores^T q / sqrt(D)")
+D_Q = "d_q = d_scores @ k * scale"
+D_K = "d_k = d_scores.swapaxes(-1, -2) @ q * scale"
+mistake("attention-dk-scale", ATT, D_K, "d_k = d_scores.swapaxes(-1, -2) @ q",
+        "d_k lost the scale 1/sqrt(D): the scores were q k^T / sqrt(D)", ATT_RECHECK)
+mistake("attention-dq-scale", ATT, D_Q, "d_q = d_scores @ k",
+        "d_q lost the scale 1/sqrt(D): the scores were q k^T / sqrt(D)", ATT_RECHECK)
+mistake("attention-scale-squared", ATT, D_Q, "d_q = d_scores @ k * scale * scale",
+        "d_q is scaled by 1/sqrt(D) once, not twice", ATT_RECHECK)
+mistake("attention-softmax-skipped", ATT, "d_scores = softmax_backward(d_weights, cache.softmax)",
+        "d_scores = d_weights", "the gradient must go back through the softmax before the scores",
+        ATT_RECHECK)
+mistake("attention-softmax-diagonal", ATT, "d_scores = softmax_backward(d_weights, cache.softmax)",
+        "d_scores = weights * (1 - weights) * d_weights",
+        "the softmax backward needs the whole row, not only its diagonal: "
+        "weights * (d_weights - sum_j d_weights_j weights_j)", ATT_RECHECK)
+mistake("attention-dq-reads-values", ATT, D_Q, "d_q = d_scores @ v * scale",
+        "d_q multiplies d_scores by the keys k, not the values v", ATT_RECHECK)
+mistake("attention-dv-from-scores", ATT, "d_v = weights.swapaxes(-1, -2) @ d_out",
+        "d_v = softmax_backward(d_weights, cache.softmax).swapaxes(-1, -2) @ d_out",
+        "d_v = weights^T d_out: the weights themselves, not the scores' gradient", ATT_RECHECK)
+FWD = "t04_attention.attention_forward"
+mistake("attention-forward-mask-ignored", FWD, "softmax_forward(scores, mask=mask)", "softmax_forward(scores)",
+        "the mask is never applied: keys a query may not read still get weight",
+        "weights = softmax(scores) where may_read")
+mistake("attention-forward-no-scale", FWD, "scores = q @ k.swapaxes(-1, -2) * scale",
+        "scores = q @ k.swapaxes(-1, -2)", "the scores are divided by sqrt(D)", "scores = q k^T / sqrt(D)")
+mistake("attention-forward-scale-by-D", FWD, "scale = 1.0 / math.sqrt(D) if scale is None",
+        "scale = 1.0 / D if scale is None", "the scale is 1/sqrt(D), not 1/D", "scores = q k^T / sqrt(D)")
+READ = "t04_attention.may_read"
+mistake("may-read-not-itself", READ, "allowed = key_pos <= query_pos", "allowed = key_pos < query_pos",
+        "a position also reads itself: key <= query", "may read: key_pos <= query_pos")
+mistake("may-read-window-one-more", READ, "key_pos > query_pos - window", "key_pos >= query_pos - window",
+        "a window of W keeps the W most recent keys, the query's own included: key > query - W",
+        "may read: query - W < key_pos <= query_pos")
+
+# -- multi-head attention ------------------------------------------------------------------------
+MHA = "t04_attention.MultiHeadAttention.backward"
+MHA_RECHECK = "undo in reverse: Wo, merge heads, attention, RoPE on q and k, split heads, [Wq | Wk | Wv]"
+mistake("mha-rope-k-forgotten", MHA, "d_k = self.rope.backward(d_k, cache.k_rope)", "d_k = d_k",
+        "k was rotated by RoPE too: its gradient must be rotated back as well", MHA_RECHECK)
+mistake("mha-rope-q-forgotten", MHA, "d_q = self.rope.backward(d_q, cache.q_rope)", "d_q = d_q",
+        "q was rotated by RoPE: its gradient must be rotated back", MHA_RECHECK)
+mistake("mha-wo-skipped", MHA, "d_merged = self.out.backward(d_out, cache.out)", "d_merged = d_out",
+        "the output projection Wo has a backward too (and Wo's gradient)", MHA_RECHECK)
+mistake("mha-heads-from-positions", MHA,
+        "d_merged.reshape(B, N, self.n_heads, self.head_dim).transpose(0, 2, 1, 3)",
+        "d_merged.reshape(B, self.n_heads, N, self.head_dim)",
+        "the heads sit in the feature axis: reshape to [B, N, H, D], then swap N and H", MHA_RECHECK)
+mistake("mha-k-and-v-swapped", MHA, "np.concatenate([d_q, d_k, d_v], axis=1)",
+        "np.concatenate([d_q, d_v, d_k], axis=1)", "the gradients go back in the order [q | k | v] of the "
+        "fused projection", MHA_RECHECK)
+mistake("mha-heads-not-moved-back", MHA, "d_heads.transpose(0, 2, 1, 3).reshape(B, N, -1)",
+        "d_heads.reshape(B, N, -1)", "before merging, the heads axis goes back behind the positions "
+        "([B, heads, N, D] -> [B, N, heads, D])", MHA_RECHECK)
+mistake("mha-merge-without-transpose", "t04_attention.MultiHeadAttention.merge_heads",
+        "mixed.transpose(0, 2, 1, 3).reshape(B, N, H * D)", "mixed.reshape(B, N, H * D)",
+        "merging needs [B, N, H, D] first: swap H and N before the reshape", "[B, H, N, D] -> [B, N, H*D]")
+
+# -- grouped-query attention and the KV cache ---------------------------------------------------------
+GQA = "t04_attention.grouped_attention_backward"
+GQA_RECHECK = "a shared head's gradient is the sum over its group: sum_groups(d_k_heads, group)"
+GQA_RETURN = "return d_q, sum_groups(d_k_heads, group), sum_groups(d_v_heads, group)"
+mistake("gqa-no-group-sum", GQA, GQA_RETURN, "return d_q, d_k_heads[:, ::group], d_v_heads[:, ::group]",
+        "a key/value head shared by a group receives the sum of the group's gradients, not one "
+        "query head's", GQA_RECHECK)
+mistake("gqa-group-mean", GQA, GQA_RETURN,
+        "return d_q, sum_groups(d_k_heads, group) / group, sum_groups(d_v_heads, group) / group",
+        "a shared head receives the sum of its group's gradients, not their mean", GQA_RECHECK)
+mistake("gqa-groups-by-stride", GQA, GQA_RETURN,
+        "return d_q, d_k_heads.reshape(d_k_heads.shape[0], group, -1, *d_k_heads.shape[2:]).sum(axis=1), "
+        "d_v_heads.reshape(d_v_heads.shape[0], group, -1, *d_v_heads.shape[2:]).sum(axis=1)",
+        "the groups are consecutive query heads (head h reads key/value head h // group), not heads "
+        "h, h + H_kv, ...", GQA_RECHECK)
+mistake("gqa-forward-tiled", "t04_attention.grouped_attention_forward",
+        "attention_forward(q, repeat_kv(k, group), repeat_kv(v, group)",
+        "attention_forward(q, np.tile(k, (1, group, 1, 1)), np.tile(v, (1, group, 1, 1))",
+        "np.tile interleaves the groups (head h reads k[h % H_kv]); each head is repeated group times "
+        "in a row (h // group)", "query head h reads key/value head h // (H / H_kv)")
+mistake("kv-cache-returns-new-keys-only", "t13_kv_cache.LayerKV.write",
+        "return self.k[:, :, :start + n], self.v[:, :, :start + n]",
+        "return self.k[:, :, start:start + n], self.v[:, :, start:start + n]",
+        "the new query must read every key so far, not only the new ones", "keys 0 .. length + n")
+
+# -- RoPE ---------------------------------------------------------------------------------------
+ROT = "t05_rope.Rotary.backward"
+ROT_RECHECK = "d_x = R_p^T d_out: turned back by -θ (cos θ stays, sin θ changes sign)"
+ROT_CALL = "return rotate(d_out, cache.cos, -cache.sin, self.layout, self.rotated)"
+mistake("rope-turned-forward-again", ROT, ROT_CALL, "return rotate(d_out, cache.cos, cache.sin, self.layout, self.rotated)",
+        "the gradient is turned by +θ again; the backward turns it back by -θ", ROT_RECHECK)
+mistake("rope-half-layout-only", ROT, ROT_CALL, "return rotate(d_out, cache.cos, -cache.sin, 'half', self.rotated)",
+        "the pair layout is hard-coded as 'half': use the layer's own (interleaved pairs 2i, 2i+1)",
+        ROT_RECHECK)
+mistake("rope-interleaved-layout-only", ROT, ROT_CALL,
+        "return rotate(d_out, cache.cos, -cache.sin, 'interleaved', self.rotated)",
+        "the pair layout is hard-coded as 'interleaved': use the layer's own (half: i pairs with i + D/2)",
+        ROT_RECHECK)
+mistake("rope-backward-skipped", ROT, ROT_CALL, "return d_out",
+        "the gradient is passed through unrotated", ROT_RECHECK)
+mistake("rope-angles-positive-exponent", "t05_rope.Rotary.angles",
+        "self.base ** (-np.arange(0, self.rotated, 2) / self.rotated)",
+        "self.base ** (np.arange(0, self.rotated, 2) / self.rotated)",
+        "the frequencies fall with the pair index: w_c = base^(-2c / D_rot)", "θ = p base^(-2c / D_rot)")
+mistake("rope-rotate-sign", "t05_rope.rotate", "out_b[...] = a * sin + b * cos", "out_b[...] = -a * sin + b * cos",
+        "the second coordinate is a sin θ + b cos θ", "(a, b) -> (a cos θ - b sin θ, a sin θ + b cos θ)")
+
+# -- blockwise attention --------------------------------------------------------------------------
+FLASH = "t18_flash_attention.flash_attention_backward"
+FLASH_RECHECK = "d_s = p (d_p - delta) scale, delta_i = sum_d d_out_id out_id"
+mistake("flash-no-delta", FLASH, "delta = np.sum(d_out * cache.out, axis=-1, keepdims=True)", "delta = 0",
+        "the softmax correction delta = sum(d_out * out) over the head width is missing", FLASH_RECHECK)
+mistake("flash-no-scale", FLASH, "d_scores = p * (d_p - delta) * cache.scale", "d_scores = p * (d_p - delta)",
+        "the scores were scaled by 1/sqrt(D): d_scores carries the scale", FLASH_RECHECK)
+mistake("flash-no-group-sum", FLASH, "return d_q, sum_groups(d_k_heads, group), sum_groups(d_v_heads, group)",
+        "return d_q, d_k_heads[:, ::group], d_v_heads[:, ::group]",
+        "a key/value head shared by a group receives the sum of the group's gradients", FLASH_RECHECK)

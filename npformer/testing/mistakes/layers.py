@@ -1,0 +1,119 @@
+"""Mistakes in the linear layer (t02_linear.py), the embeddings (t01_embedding.py), the FFN and
+SwiGLU (t07_ffn.py) and the norms (t08_norm.py)."""
+from .registry import mistake
+
+LIN = "t02_linear.linear_backward"
+LIN_RECHECK = "d_x = d_y W^T;  d_W = sum over positions of x^T d_y;  d_b = sum over positions of d_y"
+mistake("linear-weight-transposed", LIN, "d_weight = x_rows.T @ d_rows", "d_weight = d_rows.T @ x_rows",
+        "d_W comes out transposed: it is x^T d_y, [d_in, d_out] like W", LIN_RECHECK)
+mistake("linear-bias-first-axis-only", LIN, "d_bias = sum_over_positions(d_out) if cache.has_bias",
+        "d_bias = d_out.sum(axis=0) if cache.has_bias",
+        "d_b sums over axis 0 only; with positions as well as a batch it sums over every axis but "
+        "the last", LIN_RECHECK)
+mistake("linear-bias-mean", LIN, "d_bias = sum_over_positions(d_out) if cache.has_bias",
+        "d_bias = d_out.reshape(-1, d_out.shape[-1]).mean(axis=0) if cache.has_bias",
+        "d_b is a sum over the positions, not a mean: every position added b", LIN_RECHECK)
+mistake("linear-weight-first-sequence", LIN, "d_weight = x_rows.T @ d_rows", "d_weight = x[0].T @ d_out[0]",
+        "d_W from the first sequence only: every position of every sequence adds its x^T d_y",
+        LIN_RECHECK)
+mistake("linear-weight-assigned", "t02_linear.Linear.backward", "self.weight.grad += d_weight",
+        "self.weight.grad = d_weight", "weight.grad is assigned, not accumulated: a layer used twice "
+        "must receive both gradients (+=)", "weight.grad += d_W")
+mistake("linear-bias-assigned", "t02_linear.Linear.backward", "self.bias.grad += d_bias",
+        "self.bias.grad = d_bias", "bias.grad is assigned, not accumulated (+=)", "bias.grad += d_b")
+mistake("linear-forward-no-bias", "t02_linear.linear_forward", "y = y + bias", "y = y",
+        "the bias is never added", "y = x W + b")
+
+# -- the embeddings ---------------------------------------------------------------------------------
+EMB = "t01_embedding.Embedding.backward"
+EMB_RECHECK = "np.add.at(d_E, ids, d_rows): every position adds its d_out into the row it read"
+mistake("embedding-fancy-index-add", EMB, "np.add.at(self.weight.grad, ids, d_rows)",
+        "self.weight.grad[ids] += d_rows",
+        "grad[ids] += ... keeps one of the gradients of an id read twice; np.add.at adds them all",
+        EMB_RECHECK)
+mistake("embedding-assigned", EMB, "np.add.at(self.weight.grad, ids, d_rows)", "self.weight.grad[ids] = d_rows",
+        "the rows' gradients are assigned, not added: repeated ids and earlier passes are lost", EMB_RECHECK)
+mistake("embedding-padding-row-learns", EMB,
+        "d_rows = np.where((ids == self.padding_idx)[:, None], 0, d_rows)", "d_rows = d_rows",
+        "the padding row must stay frozen: positions reading it send nothing back", EMB_RECHECK)
+EMBS = "t01_embedding.Embeddings.backward"
+mistake("positions-averaged-over-batch", EMBS, "d_x.sum(axis=0) if shared else d_x",
+        "d_x.mean(axis=0) if shared else d_x",
+        "positions shared by the whole batch receive the sum over the batch, not the mean",
+        "d_P[p] = sum over the batch of d_x[:, p]")
+mistake("positions-first-sequence", EMBS, "d_x.sum(axis=0) if shared else d_x", "d_x[0] if shared else d_x",
+        "positions shared by the whole batch receive every sequence's gradient, not the first one's",
+        "d_P[p] = sum over the batch of d_x[:, p]")
+mistake("embeddings-scale-forgotten", EMBS, "d_x * self.scale if self.scale != 1.0 else d_x", "d_x",
+        "the token rows were multiplied by ``scale``: their gradient is multiplied by it too",
+        "x = scale * E[ids] + ...: d_E[ids] += scale * d_x")
+mistake("embeddings-norm-skipped", EMBS, "d_x = self.norm.backward(d_x, cache.norm)", "d_x = d_x",
+        "the embedding norm's backward is skipped", "x = Norm(sum of the lookups): undo the norm first")
+mistake("embeddings-segments-skipped", EMBS, "self.segments.backward(d_x, cache.segments)", "None",
+        "the segment table receives no gradient", "x = ... + S[segments]: d_S[segments] += d_x")
+
+# -- the feed-forward networks ----------------------------------------------------------------------
+FFN = "t07_ffn.FFN.backward"
+mistake("ffn-activation-skipped", FFN, "d_h = act_backward(d_a, cache.act)", "d_h = d_a",
+        "the activation's backward is skipped between W2 and W1", "d_h = act'(h) * d_a")
+GATE = "t07_ffn.swiglu_gate_backward"
+GATE_RECHECK = "h = SiLU(g) * u:  d_u = d_h * SiLU(g);  d_g = SiLU'(g) * d_h * u"
+mistake("swiglu-gate-silu-skipped", GATE, "d_g = silu_backward(d_out * cache.value, cache.silu)",
+        "d_g = d_out * cache.value", "d_g must go back through SiLU", GATE_RECHECK)
+mistake("swiglu-value-times-value", GATE, "d_u = d_out * cache.gated", "d_u = d_out * cache.value",
+        "d_u is d_h times the other factor SiLU(g), not times u itself", GATE_RECHECK)
+mistake("swiglu-gate-without-value", GATE, "silu_backward(d_out * cache.value, cache.silu)",
+        "silu_backward(d_out, cache.silu)", "d_g misses the factor u (the product rule)", GATE_RECHECK)
+SWI = "t07_ffn.SwiGLU.backward"
+mistake("swiglu-only-up-path", SWI, "return d_x_up + d_x_gate", "return d_x_up",
+        "x feeds both projections: d_x is the sum of what W_up and W_gate send back",
+        "d_x = d_value W_up^T + d_g W_gate^T")
+mistake("swiglu-only-gate-path", SWI, "return d_x_up + d_x_gate", "return d_x_gate",
+        "x feeds both projections: d_x is the sum of what W_up and W_gate send back",
+        "d_x = d_value W_up^T + d_g W_gate^T")
+mistake("swiglu-gate-and-value-swapped", SWI, "d_g, d_value = swiglu_gate_backward", "d_value, d_g = swiglu_gate_backward",
+        "the gate's two gradients are swapped: it returns (d_g, d_u) in that order",
+        "d_g goes to W_gate, d_u to W_up")
+
+# -- the norms ----------------------------------------------------------------------------------------
+LN = "t08_norm.layernorm_backward"
+LN_RECHECK = "d_x = rstd (d_xhat - mean(d_xhat) - xhat mean(d_xhat xhat)), d_xhat = d_y gamma, means over d"
+MEAN_TERM = " - d_xhat.mean(axis=-1, keepdims=True)"
+VAR_TERM = "\n                  - xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True))"
+mistake("layernorm-no-mean-path", LN, f"(d_xhat{MEAN_TERM}", "(d_xhat",
+        "the path through the mean is missing: - mean(d_xhat)", LN_RECHECK)
+mistake("layernorm-no-variance-path", LN, VAR_TERM, ")",
+        "the path through the variance is missing: - xhat mean(d_xhat xhat)", LN_RECHECK)
+mistake("layernorm-gamma-forgotten", LN, "d_xhat = d_out * cache.gamma", "d_xhat = d_out",
+        "y = gamma xhat + beta: d_xhat is d_y times gamma", LN_RECHECK)
+mistake("layernorm-rstd-forgotten", LN, "d_x = rstd * (", "d_x = (",
+        "the whole bracket is multiplied by rstd = 1 / sqrt(var + eps)", LN_RECHECK)
+mistake("layernorm-mean-over-axis-0", LN, MEAN_TERM, " - d_xhat.mean(axis=0, keepdims=True)",
+        "the mean of d_xhat runs over the features (axis=-1), not over axis 0", LN_RECHECK)
+mistake("layernorm-gamma-not-summed", LN, "d_gamma = sum_over_positions(d_out * xhat)",
+        "d_gamma = (d_out * xhat).sum(axis=0)",
+        "d_gamma sums over every position (every axis but the last), not only axis 0",
+        "d_gamma = sum over positions of d_y xhat")
+mistake("layernorm-beta-not-summed", LN, "d_beta = sum_over_positions(d_out)", "d_beta = d_out.sum(axis=0)",
+        "d_beta sums over every position (every axis but the last), not only axis 0",
+        "d_beta = sum over positions of d_y")
+mistake("layernorm-variance-term-without-xhat", LN, "\n                  - xhat * (d_xhat * xhat)",
+        "\n                  - (d_xhat * xhat)", "the variance term is xhat times mean(d_xhat xhat)",
+        LN_RECHECK)
+RMS = "t08_norm.rmsnorm_backward"
+RMS_RECHECK = "d_x = rstd (d_xhat - xhat mean(d_xhat xhat)), d_xhat = d_y gamma, the mean over d"
+mistake("rmsnorm-no-rms-path", RMS, " - xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True))", ")",
+        "the path through the rms is missing: - xhat mean(d_xhat xhat)", RMS_RECHECK)
+mistake("rmsnorm-gamma-forgotten", RMS, "d_xhat = d_out * cache.gamma", "d_xhat = d_out",
+        "y = gamma xhat: d_xhat is d_y times gamma", RMS_RECHECK)
+mistake("rmsnorm-rstd-forgotten", RMS, "d_x = rstd * (", "d_x = (",
+        "the whole bracket is multiplied by rstd = 1 / rms", RMS_RECHECK)
+mistake("rmsnorm-sum-not-mean", RMS, "(d_xhat * xhat).mean(axis=-1", "(d_xhat * xhat).sum(axis=-1",
+        "the rms is a mean over the d features: its term carries a 1/d (mean, not sum)", RMS_RECHECK)
+mistake("layernorm-gamma-assigned", "t08_norm.LayerNorm.backward", "self.gamma.grad += d_gamma",
+        "self.gamma.grad = d_gamma", "gamma.grad is assigned, not accumulated (+=)", "gamma.grad += d_gamma")
+mistake("rmsnorm-gamma-assigned", "t08_norm.RMSNorm.backward", "self.gamma.grad += d_gamma",
+        "self.gamma.grad = d_gamma", "gamma.grad is assigned, not accumulated (+=)", "gamma.grad += d_gamma")
+mistake("layernorm-eps-outside-sqrt", "t08_norm.layernorm_forward", "rstd = 1 / np.sqrt(var + eps)",
+        "rstd = 1 / (np.sqrt(var) + eps)", "eps goes inside the square root: sqrt(var + eps)",
+        "xhat = (x - mean) / sqrt(var + eps)")

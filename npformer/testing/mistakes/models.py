@@ -1,0 +1,143 @@
+"""Mistakes in the blocks (t09_block.py), the decoder (t10_model.py), the loss (t11_loss.py), the
+optimizer (training/optim.py), MoE (t14_moe.py), the encoder (t15_encoder.py) and the
+encoder-decoder (t16_cross_attention.py, t17_seq2seq.py)."""
+from .registry import mistake
+
+PRE = "t09_block.PreNormBlock.backward"
+PRE_RECHECK = "h = x + Attn(Norm1(x)), y = h + FFN(Norm2(h)): each residual passes its gradient on unchanged"
+mistake("prenorm-second-residual-dropped", PRE, "d_h = d_out + self.norm2.backward(d_f, cache.norm2)",
+        "d_h = self.norm2.backward(d_f, cache.norm2)",
+        "y = h + FFN(...): the residual carries d_y to h unchanged, plus the FFN path", PRE_RECHECK)
+mistake("prenorm-first-residual-dropped", PRE, "return d_h + self.norm1.backward(d_a, cache.norm1)",
+        "return self.norm1.backward(d_a, cache.norm1)",
+        "h = x + Attn(...): the residual carries d_h to x unchanged, plus the attention path", PRE_RECHECK)
+mistake("prenorm-norm2-skipped", PRE, "d_h = d_out + self.norm2.backward(d_f, cache.norm2)", "d_h = d_out + d_f",
+        "the FFN read Norm2(h): its gradient goes back through Norm2", PRE_RECHECK)
+mistake("prenorm-norm1-skipped", PRE, "return d_h + self.norm1.backward(d_a, cache.norm1)", "return d_h + d_a",
+        "the attention read Norm1(x): its gradient goes back through Norm1", PRE_RECHECK)
+POST = "t09_block.PostNormBlock.backward"
+POST_RECHECK = "h = Norm1(x + Attn(x)), y = Norm2(h + FFN(h)): each residual passes its gradient on"
+mistake("postnorm-ffn-residual-dropped", POST, "d_h = d_sum2 + self.ffn.backward(", "d_h = self.ffn.backward(",
+        "y = Norm2(h + FFN(h)): h receives d_sum2 directly as well as through the FFN", POST_RECHECK)
+mistake("postnorm-attention-residual-dropped", POST, "return d_sum1 + self.attn.backward(d_sum1, cache.attn)",
+        "return self.attn.backward(d_sum1, cache.attn)",
+        "h = Norm1(x + Attn(x)): x receives d_sum1 directly as well as through the attention", POST_RECHECK)
+HEAD = "t10_model.TiedHead.backward"
+mistake("tied-head-assigned", HEAD, "self.weight.grad += d_weight_t.T", "self.weight.grad = d_weight_t.T",
+        "the token table is used twice (lookup and head): the head must add its share, not replace it",
+        "d_E += (x^T d_logits)^T")
+LM = "t10_model.DecoderLM.backward"
+LM_RECHECK = "undo in reverse: head, final norm, the blocks from the last to the first, the embeddings"
+mistake("decoder-final-norm-skipped", LM, "d_x = self.norm.backward(d_h, cache.norm)", "d_x = d_h",
+        "the head read the final norm's output: go back through the final norm", LM_RECHECK)
+mistake("decoder-blocks-in-forward-order", LM, "for i in reversed(range(len(self.blocks))):",
+        "for i in range(len(self.blocks)):", "the blocks are undone last first", LM_RECHECK)
+mistake("decoder-embeddings-skipped", LM, "return self.embed.backward(d_x, cache.embed)", "return None",
+        "the embeddings (token and position tables) receive no gradient", LM_RECHECK)
+
+# -- the loss -----------------------------------------------------------------------------------------
+LOG = "t11_loss.log_softmax_backward"
+LOG_RECHECK = "y = x - log sum e^x:  d_x = d_y - p * sum(d_y), p = e^y"
+LOG_RETURN = "return d_out - cache.probs * np.sum(d_out, axis=cache.axis, keepdims=True)"
+mistake("log-softmax-no-sum", LOG, LOG_RETURN, "return d_out - cache.probs",
+        "the second term is p times the sum of d_y, not p alone", LOG_RECHECK)
+mistake("log-softmax-as-softmax", LOG, LOG_RETURN,
+        "return cache.probs * (d_out - np.sum(d_out * cache.probs, axis=cache.axis, keepdims=True))",
+        "that is softmax's backward; log-softmax's is d_y - p sum(d_y)", LOG_RECHECK)
+CE = "t11_loss.cross_entropy_backward"
+CE_RECHECK = "d_logits = (softmax(logits) - onehot(target)) / count, 0 at ignored targets"
+mistake("cross-entropy-no-one-hot", CE, "(cache.probs - one_hot)", "cache.probs",
+        "the one-hot of the target is missing: d_logits = p - onehot(target)", CE_RECHECK)
+mistake("cross-entropy-ignored-get-gradient", CE, "weight = cache.counted * (d_loss / max(cache.count, 1))",
+        "weight = np.ones(cache.counted.shape) * (d_loss / max(cache.count, 1))",
+        "ignored targets (IGNORE_INDEX) must get exactly zero gradient", CE_RECHECK)
+mistake("cross-entropy-mean-over-all", CE, "(d_loss / max(cache.count, 1))", "(d_loss / cache.counted.size)",
+        "the mean is over the counted targets only, not over every position", CE_RECHECK)
+mistake("cross-entropy-d-loss-ignored", CE, "(d_loss / max(cache.count, 1))", "(1.0 / max(cache.count, 1))",
+        "the upstream d_loss is dropped: everything is multiplied by it", CE_RECHECK)
+mistake("cross-entropy-sign", CE, "(cache.probs - one_hot)", "(one_hot - cache.probs)",
+        "the sign is flipped: d_logits = p - onehot, which lowers the target's loss", CE_RECHECK)
+CEF = "t11_loss.cross_entropy_forward"
+mistake("cross-entropy-forward-counts-ignored", CEF, "loss = -np.sum(picked * counted) / max(count, 1)",
+        "loss = -np.sum(picked * counted) / counted.size",
+        "the mean is over the counted targets only", "loss = -(1/count) sum over counted targets of log p")
+mistake("cross-entropy-forward-sums-ignored", CEF, "loss = -np.sum(picked * counted) / max(count, 1)",
+        "loss = -np.sum(picked) / max(count, 1)", "ignored targets must not add to the loss",
+        "loss = -(1/count) sum over counted targets of log p")
+
+# -- AdamW --------------------------------------------------------------------------------------------
+ADAM = "training.optim.adamw_update"
+ADAM_RECHECK = ("m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  m_hat = m / (1 - b1^t);  "
+                "v_hat = v / (1 - b2^t);  p -= lr (m_hat / (sqrt(v_hat) + eps) + wd p)")
+mistake("adamw-no-bias-correction", ADAM, "m_hat = m / (1 - b1 ** step)", "m_hat = m",
+        "m_hat and v_hat undo the moments' start at 0: divide by 1 - b^t (here m_hat)", ADAM_RECHECK)
+mistake("adamw-step-off-by-one", ADAM, "m_hat = m / (1 - b1 ** step)", "m_hat = m / (1 - b1 ** (step + 1))",
+        "the bias correction uses the step t = 1, 2, ... as given, not t + 1", ADAM_RECHECK)
+mistake("adamw-decay-without-lr", ADAM, "data = data - lr * weight_decay * data", "data = data - weight_decay * data",
+        "the decoupled decay is multiplied by the learning rate: p -= lr wd p", ADAM_RECHECK)
+mistake("adamw-no-decay", ADAM, "data = data - lr * weight_decay * data", "data = data",
+        "the weight decay is never applied", ADAM_RECHECK)
+mistake("adamw-eps-inside-sqrt", ADAM, "np.sqrt(v_hat) + eps", "np.sqrt(v_hat + eps)",
+        "eps is added after the square root: sqrt(v_hat) + eps", ADAM_RECHECK)
+mistake("adamw-first-moment-weights", ADAM, "m = b1 * m + (1 - b1) * grad", "m = b1 * m + b1 * grad",
+        "the new gradient enters the running mean with weight 1 - b1", ADAM_RECHECK)
+
+# -- MoE ----------------------------------------------------------------------------------------------
+MOE = "t14_moe.MoE.backward"
+MOE_RECHECK = "y = sum over the k chosen experts of weight_e FFN_e(x); weights = renormalised router softmax"
+mistake("moe-router-input-dropped", MOE, "d_flat += self.router.backward(d_logits, cache.router)",
+        "self.router.backward(d_logits, cache.router)",
+        "x also fed the router: add the router's input gradient into d_x", MOE_RECHECK)
+mistake("moe-expert-gradient-unweighted", MOE, "expert.backward(weights[rows, slots, None] * d_y[rows], call.expert)",
+        "expert.backward(d_y[rows], call.expert)",
+        "each expert's output was scaled by its routing weight: so is the gradient it receives",
+        MOE_RECHECK)
+mistake("moe-renormalisation-skipped", MOE,
+        "d_kept = (d_weights - np.sum(d_weights * weights, axis=-1, keepdims=True)) / cache.kept_total",
+        "d_kept = d_weights", "the top-k weights were renormalised to sum to 1: that step has a backward too",
+        MOE_RECHECK)
+
+# -- the encoder --------------------------------------------------------------------------------------
+POOL = "t15_encoder.mean_pool_backward"
+mistake("mean-pool-counts-padding", POOL, "return cache.weights[:, :, None] * d_pooled[:, None, :]",
+        "return d_pooled[:, None, :] / cache.weights.shape[1] * np.ones(cache.weights.shape)[:, :, None]",
+        "the mean is over the real tokens only: padding gets 0, the rest 1/count",
+        "d_states[b, n] = m_bn d_pooled[b] / sum_n m_bn")
+mistake("mean-pool-no-count", POOL, "return cache.weights[:, :, None] * d_pooled[:, None, :]",
+        "return (cache.weights > 0)[:, :, None] * d_pooled[:, None, :]",
+        "the 1/count of the mean is missing", "d_states[b, n] = m_bn d_pooled[b] / sum_n m_bn")
+L2 = "t15_encoder.l2_normalize_backward"
+mistake("l2-normalize-no-projection", L2, "across = d_out - y * np.sum(y * d_out, axis=-1, keepdims=True)",
+        "across = d_out", "only the part of d_out across the sphere survives: subtract y (y . d_out)",
+        "d_x = (d_out - y (y . d_out)) / |x|")
+mistake("l2-normalize-no-length", L2, "return np.where(cache.clamped, d_out, across) / length",
+        "return np.where(cache.clamped, d_out, across)", "the result is divided by |x|",
+        "d_x = (d_out - y (y . d_out)) / |x|")
+ENC = "t15_encoder.Encoder.backward"
+mistake("encoder-blocks-in-forward-order", ENC, "zip(reversed(self.blocks), reversed(cache.blocks))",
+        "zip(self.blocks, cache.blocks)", "the blocks are undone last first",
+        "undo in reverse: final norm, the blocks from the last to the first, the embeddings")
+mistake("encoder-final-norm-skipped", ENC, "d_x = self.final_norm.backward(d_x, cache.final_norm)", "d_x = d_x",
+        "the output went through the final norm: go back through it first",
+        "undo in reverse: final norm, the blocks from the last to the first, the embeddings")
+
+# -- the encoder-decoder --------------------------------------------------------------------------------
+CROSS = "t16_cross_attention.CrossAttention.backward"
+mistake("cross-attention-k-and-v-swapped", CROSS, "np.concatenate([d_k, d_v], axis=1)",
+        "np.concatenate([d_v, d_k], axis=1)", "the memory's projection is [Wk | Wv]: its gradient in that order",
+        "d_memory = [d_k | d_v] [Wk | Wv]^T")
+mistake("cross-attention-wo-skipped", CROSS, "d_merged = self.out.backward(d_out, cache.out)", "d_merged = d_out",
+        "the output projection Wo has a backward too", "undo in reverse: Wo, merge heads, attention, Wq and Wkv")
+BLOCK = "t17_seq2seq.EncoderDecoderBlock.backward"
+mistake("decoder-block-cross-residual-dropped", BLOCK,
+        "d_h = d_g + self.cross_norm.backward(d_c, cache.cross_norm)",
+        "d_h = self.cross_norm.backward(d_c, cache.cross_norm)",
+        "g = h + Cross(...): the residual carries d_g to h unchanged, plus the cross-attention path",
+        "each residual passes its gradient on unchanged")
+mistake("decoder-block-post-norm-second-use", BLOCK, "d_h = d_h + d_sum2", "d_h = d_h",
+        "h reaches g = Nc(h + Cross(h, mem)) twice: through the cross-attention and directly",
+        "each residual passes its gradient on unchanged")
+SEQ = "t17_seq2seq.EncoderDecoder.decode_backward"
+mistake("decoder-memory-last-layer-only", SEQ, "d_memory = d_memory + d_read", "d_memory = d_read",
+        "every decoder layer read the memory: their gradients add up",
+        "d_memory = sum over the layers of d_read")
