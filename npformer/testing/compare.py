@@ -23,6 +23,22 @@ def relative_error(mine, expected):
     return float(diff.max(initial=0) / scale), tuple(int(i) for i in worst)
 
 
+def equal(x, y, tol=MATCH_TOL):
+    """True when two results are the same: both None, or arrays of one shape equal to ``tol``
+    (relative to the larger one's largest entry), NaN and inf where the other has them too."""
+    if x is None or y is None:
+        return x is None and y is None
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if x.shape != y.shape:
+        return False
+    finite = np.isfinite(x)
+    if not np.array_equal(finite, np.isfinite(y)) or not np.array_equal(x[~finite], y[~finite], equal_nan=True):
+        return False
+    x, y = x[finite], y[finite]
+    scale = max(np.abs(x).max(initial=0), np.abs(y).max(initial=0), 1e-12)
+    return bool(np.abs(x - y).max(initial=0) <= tol * scale)
+
+
 def compare_tensor(name, mine, expected, factors=None, tol=MATCH_TOL, atol=0.0):
     """None when ``mine`` matches ``expected``; else {"name", "message", "diagnoses", and where
     known "rel_error", "worst_index", "yours", "expected"}."""

@@ -101,6 +101,9 @@ COMPONENTS = {c.name: c for c in (
     _pair("cross_entropy", "cross-entropy over the counted targets (IGNORE_INDEX = -100 skipped)",
           "cross_entropy_forward(logits, targets, ignore_index=-100) -> (loss, cache)",
           st.cross_entropy_inputs(), "t11_loss", "cross_entropy", "(d_logits, None)"),
+    _pair("l2_normalize", "L2 normalisation x / max(|x|, eps), as sentence embeddings are normalised",
+          "l2_normalize_forward(x, eps=1e-12) -> (y, cache)", st.elementwise_inputs(), "t15_encoder",
+          "l2_normalize", "d_x"),
     Component("adamw", "one AdamW update of one parameter",
               "adamw_update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0) "
               "-> (data, m, v)", st.adamw_inputs(), ("training.optim.adamw_update", None), "",

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .compare import compare_tensor, relative_error
+from .compare import compare_tensor, equal
 from .patching import patched
 from .problem import evaluate, is_module, run
 
@@ -40,22 +40,12 @@ def factors_of(build):
 
 
 def same(a, b, tol=MATCH):
-    """True when two Results agree on every output and gradient."""
-    if a.error is not None or b.error is not None or set(a.grads) != set(b.grads):
+    """True when two Results agree on every output and gradient (``compare.equal``)."""
+    if a.error is not None or b.error is not None or set(a.grads) != set(b.grads) or \
+            set(a.outputs) != set(b.outputs):
         return False
-    for name in set(a.outputs) | set(a.grads):
-        x = a.outputs.get(name, a.grads.get(name))
-        y = b.outputs.get(name, b.grads.get(name))
-        if (x is None) != (y is None):
-            return False
-        if x is None:
-            continue
-        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-        if x.shape != y.shape or not (np.isfinite(x).all() and np.isfinite(y).all()):
-            return False
-        if x.size and relative_error(x, y)[0] > tol:
-            return False
-    return True
+    return all(equal(a.outputs[n], b.outputs[n], tol) for n in a.outputs) and \
+        all(equal(a.grads[n], b.grads[n], tol) for n in a.grads)
 
 
 def mismatches(mine, right, factors):

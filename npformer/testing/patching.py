@@ -119,14 +119,18 @@ def compile_function(source, name, namespace, filename):
 
 def edited(path, old, new):
     """npformer's function at ``path`` with the text ``old`` of its source replaced by ``new``
-    (exactly one occurrence), compiled in the namespace of its own module."""
+    (exactly one occurrence; tuples of texts for several edits, made in turn), compiled in the
+    namespace of its own module. The source is the function's own, dedented: a method's body
+    is indented by four spaces."""
     function = reference(path)
     source = _function_source(function)
-    count = source.count(old)
-    if count != 1:
-        raise ValueError(f"edit of {path}: expected the text once in its source, found it {count} "
-                         f"times: {old!r}")
-    return compile_function(source.replace(old, new), function.__name__, function.__globals__,
+    for before, after in zip(*((old, new) if isinstance(old, tuple) else ((old,), (new,)))):
+        count = source.count(before)
+        if count != 1:
+            raise ValueError(f"edit of {path}: expected the text once in its source, found it {count} "
+                             f"times: {before!r}")
+        source = source.replace(before, after)
+    return compile_function(source, function.__name__, function.__globals__,
                             inspect.getsourcefile(function))
 
 

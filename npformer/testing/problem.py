@@ -109,32 +109,36 @@ def _backward_grads(target, inputs, names, cache, upstream, repeat):
 def run(build, upstream=None, repeat=1, own_upstream=True):
     """``Result`` of one problem as npformer computes it now (whatever is patched in).
     ``upstream``: the gradient G to send back (default: the case's own when it has one and
-    ``own_upstream``, else a random one)."""
+    ``own_upstream``, else a random one). NaN and overflow are results, not warnings."""
     result = Result()
     try:
-        target, inputs, options = build()
-        options = dict(options)
-        given = options.pop("upstream", None)
-        randomize = options.pop("randomize", True)
-        target, inputs = prepare(target, randomize), _as_float64(inputs)
-        forward = target.forward if is_module(target) else target[0]
-        backward = target.backward if is_module(target) else target[1]
-        names = input_names(forward, len(inputs))
-        if backward is None:
-            result.outputs = output_dict(forward(*inputs, **options))
-            return result
-        out, cache = forward(*inputs, **options)
-        result.outputs = output_dict(out)
-        if upstream is None:
-            upstream = given if given is not None and own_upstream else upstream_like(out)
-        G = upstream
-        result.upstream = np.asarray(G, np.float64)
-        result.grads = _backward_grads(target, inputs, names, cache, result.upstream, repeat)
-        if is_module(target):
-            result.params = tuple(name for name, _ in target.named_parameters())
+        with np.errstate(all="ignore"):
+            _compute(build, upstream, repeat, own_upstream, result)
     except Exception as error:           # the implementation raised: the result says so
         result.error = error
     return result
+
+
+def _compute(build, upstream, repeat, own_upstream, result):
+    target, inputs, options = build()
+    options = dict(options)
+    given = options.pop("upstream", None)
+    randomize = options.pop("randomize", True)
+    target, inputs = prepare(target, randomize), _as_float64(inputs)
+    forward = target.forward if is_module(target) else target[0]
+    backward = target.backward if is_module(target) else target[1]
+    names = input_names(forward, len(inputs))
+    if backward is None:
+        result.outputs = output_dict(forward(*inputs, **options))
+        return
+    out, cache = forward(*inputs, **options)
+    result.outputs = output_dict(out)
+    if upstream is None:
+        upstream = given if given is not None and own_upstream else upstream_like(out)
+    result.upstream = np.asarray(upstream, np.float64)
+    result.grads = _backward_grads(target, inputs, names, cache, result.upstream, repeat)
+    if is_module(target):
+        result.params = tuple(name for name, _ in target.named_parameters())
 
 
 def evaluate(build, patches=None, upstream=None, repeat=1):

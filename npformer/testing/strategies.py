@@ -166,10 +166,16 @@ def softmax_inputs(draw, with_mask=True):
 
 
 @st.composite
+def leading_axes(draw):
+    """The axes before the features: [N], [B, N] or [B, H, N] (rows, sequences, heads)."""
+    return tuple(draw(st.lists(size(1, 3), min_size=1, max_size=3)))
+
+
+@st.composite
 def linear_inputs(draw):
-    """x [B, N, d_in], weight [d_in, d_out], and a bias [d_out] or none."""
-    B, N, d_in, d_out = draw(size(1, 2)), draw(size(1, 3)), draw(size(1, 4)), draw(size(1, 4))
-    args = (draw(arrays((B, N, d_in))), draw(arrays((d_in, d_out))))
+    """x [..., d_in] (one to three leading axes), weight [d_in, d_out], and a bias [d_out] or none."""
+    lead, d_in, d_out = draw(leading_axes()), draw(size(1, 4)), draw(size(1, 4))
+    args = (draw(arrays(lead + (d_in,))), draw(arrays((d_in, d_out))))
     names = ("x", "weight")
     if draw(st.booleans()):
         args, names = args + (draw(arrays((d_out,))),), names + ("bias",)
@@ -178,9 +184,9 @@ def linear_inputs(draw):
 
 @st.composite
 def norm_inputs(draw, centred=True):
-    """x [B, N, d], gamma [d] (and beta [d] for LayerNorm)."""
-    B, N, d = draw(size(1, 2)), draw(size(1, 3)), draw(size(1, 5))
-    args = (draw(arrays((B, N, d))), draw(arrays((d,))))
+    """x [..., d] (one to three leading axes), gamma [d] (and beta [d] for LayerNorm)."""
+    lead, d = draw(leading_axes()), draw(size(1, 5))
+    args = (draw(arrays(lead + (d,))), draw(arrays((d,))))
     names = ("x", "gamma")
     if centred:
         args, names = args + (draw(arrays((d,))),), names + ("beta",)
@@ -196,6 +202,8 @@ def attention_inputs(draw, grouped=False):
     M = N + draw(st.integers(0, 2))
     args = (draw(arrays((B, H, N, D))), draw(arrays((B, H_kv, M, D))), draw(arrays((B, H_kv, M, D))))
     options = {"mask": draw(masks(B, H, N, M)), **draw(causal_options(M))}
+    if draw(st.booleans()):
+        options["scale"] = draw(st.sampled_from([0.5, 2.0]))       # a scale of one's own
     return Example(("q", "k", "v"), args, options)
 
 
@@ -291,7 +299,7 @@ def _attention_corners(rng, grouped):
     table = rng.random((N, M)) < 0.6
     table[1] = False                                                             # reads nothing
     names = ("q", "k", "v")
-    return [Example(names, (q, k, v), {"mask": left, "causal": True, "window": 2}),
+    return [Example(names, (q, k, v), {"mask": left, "causal": True, "window": 2, "scale": 0.7}),
             Example(names, (q, k, v), {"mask": table, "causal": False, "window": None}),
             Example(names, (q, k, v), {"mask": None, "causal": True, "window": None})]
 
@@ -300,15 +308,16 @@ def _softmax_corners(rng):
     x = _normal(rng, 2, 3, 4)
     mask = rng.random((2, 3, 4)) < 0.6
     mask[0, 1] = False
+    far = np.array([[1000.0, 999.0, 998.5], [-1000.0, -999.0, -1001.0]])      # rows far apart
     return [Example(("x",), (x,), {"axis": -1, "mask": mask}),
             Example(("x",), (x,), {"axis": 1, "mask": mask[:, :, :1]}),
-            Example(("x",), (x,), {"axis": 0})]
+            Example(("x",), (x,), {"axis": 0}), Example(("x",), (far,), {"axis": -1})]
 
 
 def _norm_corners(rng, centred):
     names = ("x", "gamma", "beta") if centred else ("x", "gamma")
-    args = (_normal(rng, 2, 3, 5), 1 + 0.5 * _normal(rng, 5)) + ((_normal(rng, 5),) if centred else ())
-    return [Example(names, args)]
+    params = (1 + 0.5 * _normal(rng, 5),) + ((_normal(rng, 5),) if centred else ())
+    return [Example(names, (_normal(rng, 2, 3, 5),) + params), Example(names, (_normal(rng, 4, 5),) + params)]
 
 
 def _rope_corners(rng):
@@ -339,7 +348,9 @@ def _embedding_corners(rng):
 
 def _linear_corners(rng):
     x, w, b = _normal(rng, 2, 3, 4), _normal(rng, 4, 5), _normal(rng, 5)
-    return [Example(("x", "weight", "bias"), (x, w, b)), Example(("x", "weight"), (x, w))]
+    return [Example(("x", "weight", "bias"), (x, w, b)), Example(("x", "weight"), (x, w)),
+            Example(("x", "weight", "bias"), (_normal(rng, 5, 4), w, b)),
+            Example(("x", "weight", "bias"), (_normal(rng, 2, 2, 3, 4), w, b))]
 
 
 def _adamw_corners(rng):
@@ -349,6 +360,12 @@ def _adamw_corners(rng):
     first = (data, 1e-3 * grad, np.zeros_like(m), np.zeros_like(v), 1)        # the first step: v = 0
     return [Example(names, (data, grad, m, v, 3), {**settings, "weight_decay": 0.1}),
             Example(names, first, {**settings, "weight_decay": 0.0})]
+
+
+def _l2_corners(rng):
+    x = _normal(rng, 2, 3, 4)
+    x[0, 0] *= 1e-13 / np.linalg.norm(x[0, 0])            # shorter than eps = 1e-12: divided by eps
+    return [Example(("x",), (x,))]
 
 
 def _decode_corners(rng):
@@ -361,5 +378,5 @@ _CORNERS = {
     "layernorm": lambda rng: _norm_corners(rng, True), "rmsnorm": lambda rng: _norm_corners(rng, False),
     "rope": _rope_corners, "cross_entropy": _cross_entropy_corners, "multi_head_attention": _multi_head_corners,
     "embedding": _embedding_corners, "linear": _linear_corners, "adamw": _adamw_corners,
-    "kv_decode": _decode_corners,
+    "kv_decode": _decode_corners, "l2_normalize": _l2_corners,
 }

@@ -84,22 +84,26 @@ class Subject:
 
     def outcome(self, example):
         """(values, error): {"output": ..., "gradient of q": ...} as float64 arrays, or the
-        one-line error the implementation raised."""
+        one-line error the implementation raised. NaN and overflow are results, not warnings."""
         self._names = example.names
         try:
-            out, cache = self._call(example.args, example.options)
-            values = _outputs(out)
-            if self.differentiates:
-                G = upstream_like(out)
-                if self.vjp is not None:
-                    grads = self.gradients(example.args, example.options, G)
-                else:
-                    grads = per_float_input(self.backward(np.array(G), cache), example.args)
-                floats = [n for n, a in zip(example.names, example.args) if is_float_array(a)]
-                values.update({f"gradient of {n}": _as_array(g) for n, g in zip(floats, grads)})
-            return values, None
+            with np.errstate(all="ignore"):
+                return self._outcome(example), None
         except Exception as error:             # the implementation raised: say where, in one line
             return {}, describe_error(error)
+
+    def _outcome(self, example):
+        out, cache = self._call(example.args, example.options)
+        values = _outputs(out)
+        if self.differentiates:
+            G = upstream_like(out)
+            if self.vjp is not None:
+                grads = self.gradients(example.args, example.options, G)
+            else:
+                grads = per_float_input(self.backward(np.array(G), cache), example.args)
+            floats = [n for n, a in zip(example.names, example.args) if is_float_array(a)]
+            values.update({f"gradient of {n}": _as_array(g) for n, g in zip(floats, grads)})
+        return values
 
 
 def _as_array(x):

@@ -123,6 +123,18 @@ def _(L, R):
     close("d_x . y", np.sum(d_x * y, axis=-1), 0.0, 1e-12)
 
 
+@claim("encoder", "L2 normalisation: a vector shorter than eps is only divided by eps, so its "
+                   "gradient is d_out / eps (no projection)")
+def _(L, R):
+    g = rng()
+    x = g.standard_normal((2, 4))
+    x[0] *= 1e-13 / np.linalg.norm(x[0])              # shorter than eps = 1e-12
+    _, cache = L.t15_encoder.l2_normalize_forward(x)
+    d_out = g.standard_normal((2, 4))
+    d_x = L.t15_encoder.l2_normalize_backward(d_out, cache)
+    close("the gradient of the short vector", d_x[0], d_out[0] / 1e-12, 1e-9)
+
+
 @claim("encoder", "an encoder reads both ways: the state at position 0 sends gradient to every "
                   "position's row of the position table")
 def _(L, R):

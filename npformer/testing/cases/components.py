@@ -7,7 +7,7 @@ from ...t04_attention import (MultiHeadAttention, attention_backward, attention_
                                grouped_attention_backward, grouped_attention_forward,
                                causal_mask, padding_mask)
 from ...t09_block import BlockConfig, build_block
-from ...t01_embedding import Embedding, Embeddings, LearnedPositions
+from ...t01_embedding import Embedding, Embeddings, LearnedPositions, SinusoidalPositions
 from ...t07_ffn import FFN, SwiGLU, swiglu_gate_backward, swiglu_gate_forward
 from ...t18_flash_attention import flash_attention_backward, flash_attention_forward
 from ... import FUNCTION_PAIRS
@@ -164,6 +164,23 @@ def _(rng, size):
     return embed, (rng.integers(0, 7, (B, N)),), options
 
 
+@case("Embeddings (sinusoidal)")
+def _(rng, size):
+    B, N, d, H = shape(size)
+    embed = Embeddings(Embedding(7, d, rng), SinusoidalPositions(N + 2, d))
+    return embed, (rng.integers(0, 7, (B, N)),), {"positions": np.arange(2, 2 + N)}
+
+
+@case("DecoderLM (tied, padding row)")
+def _(rng, size):
+    # the token table is read by the lookup and by the head; its padding row is frozen for the
+    # lookup only, so it still receives the head's share (the ids never read it: finite
+    # differences could not follow the frozen lookup)
+    B, N, d, H = shape(size)
+    config = DecoderConfig.gpt2(d_model=d, n_heads=H, vocab_size=9, pad_token_id=0)
+    return DecoderLM(config, rng), (rng.integers(1, 9, (B, N)),), {}
+
+
 @case("Rotary")
 def _(rng, size):
     B, N, d, H = shape(size)
@@ -171,6 +188,14 @@ def _(rng, size):
     fraction = (1.0, 1.0, 0.5)[size]
     return Rotary(d, layout=layout, fraction=fraction), (normal(rng, B, H, N, d),), \
         {"positions": np.arange(3, 3 + N)}
+
+
+@case("Rotary (three quarters)")
+def _(rng, size):
+    B, N, d, H = shape(size)
+    # D_rot = 6 of D = 8: neither the whole head nor half of it
+    return Rotary(2 * d, layout="interleaved", fraction=0.75), (normal(rng, B, H, N, 2 * d),), \
+        {"positions": np.arange(1, 1 + N)}
 
 
 @case("MultiHeadAttention")

@@ -94,7 +94,8 @@ def _(rng, size):
         moe = MoE(d, E, k, hidden=2 * d, expert=expert, bias=size != 1, aux_weight=aux_weight,
                   rng=rng, dtype=np.float64)
         randomize(moe, rng)
-        return moe, (normal(rng, B, N, d),), {}
+        padded = {"token_mask": left_padded(B, N)} if size == 2 else {}   # padding out of the statistics
+        return moe, (normal(rng, B, N, d),), padded
     return away_from_ties(build, rng)
 
 

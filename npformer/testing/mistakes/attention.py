@@ -120,3 +120,64 @@ mistake("flash-no-scale", FLASH, "d_scores = p * (d_p - delta) * cache.scale", "
 mistake("flash-no-group-sum", FLASH, "return d_q, sum_groups(d_k_heads, group), sum_groups(d_v_heads, group)",
         "return d_q, d_k_heads[:, ::group], d_v_heads[:, ::group]",
         "a key/value head shared by a group receives the sum of the group's gradients", FLASH_RECHECK)
+
+# -- more shapes of the same mistakes -----------------------------------------------------------
+mistake("attention-dv-scaled", ATT, "d_v = weights.swapaxes(-1, -2) @ d_out", "d_v = weights.swapaxes(-1, -2) @ d_out * scale",
+        "only the scores are scaled; v enters through weights @ v, so d_v has no 1/sqrt(D)", ATT_RECHECK)
+mistake("attention-backward-own-scale", ATT, (D_Q, D_K),
+        ("d_q = d_scores @ k / np.sqrt(q.shape[-1])", "d_k = d_scores.swapaxes(-1, -2) @ q / np.sqrt(q.shape[-1])"),
+        "the backward recomputes 1/sqrt(D) instead of using the forward's scale (cache.scale): a custom "
+        "scale is lost", ATT_RECHECK)
+mistake("attention-weights-recomputed-unmasked", ATT,
+        "q, k, v, weights, scale = cache.q, cache.k, cache.v, cache.weights, cache.scale",
+        "q, k, v, scale = cache.q, cache.k, cache.v, cache.scale\n"
+        "    weights = softmax_forward(q @ k.swapaxes(-1, -2) * scale)[0]",
+        "the weights recomputed in the backward leave the mask out: use the forward's (cache.weights)",
+        ATT_RECHECK)
+mistake("attention-forward-mask-after-softmax", FWD, "weights, softmax = softmax_forward(scores, mask=mask)",
+        "weights, softmax = softmax_forward(scores)\n    weights = weights if mask is None else weights * mask",
+        "the mask acts on the scores before the softmax; zeroing weights after it leaves rows that do "
+        "not sum to 1", "weights = softmax(scores) where may_read")
+mistake("mha-split-without-transpose", "t04_attention.MultiHeadAttention.split_heads",
+        ("heads = qkv.reshape(B, N, H + 2 * H_kv, D)", "heads = heads.transpose(0, 2, 1, 3)"),
+        ("heads = qkv.reshape(B, H + 2 * H_kv, N, D)", "heads = heads"),
+        "reshaping [B, N, features] straight to [B, heads, N, D] mixes positions into heads: reshape to "
+        "[B, N, heads, D], then swap N and heads", "[B, N, (H + 2 H_kv) D] -> [B, N, heads, D] -> [B, heads, N, D]")
+mistake("mha-qkv-backward-by-hand", MHA, "return self.qkv.backward(d_qkv, cache.qkv)",
+        "return d_qkv @ self.qkv.weight.data.T",
+        "d_x is computed by hand, so the fused Q/K/V projection never adds its weight gradient: call its "
+        "backward", MHA_RECHECK)
+mistake("rope-backward-drops-passthrough", ROT, ROT_CALL,
+        "return np.where(np.arange(d_out.shape[-1]) < self.rotated, "
+        "rotate(d_out, cache.cos, -cache.sin, self.layout, self.rotated), 0)",
+        "features past the rotated width pass through the forward unchanged, so their gradient passes "
+        "through too", ROT_RECHECK)
+mistake("rotate-without-copy", "t05_rope.rotate", "out = x.copy()", "out = x",
+        "without a copy, out and x share memory: the new a is written, then read back to compute the new b",
+        "(a, b) -> (a cos θ - b sin θ, a sin θ + b cos θ), both from the old a and b")
+ANG = "t05_rope.Rotary.angles"
+mistake("rope-frequencies-pairs-not-doubled", ANG, "-np.arange(0, self.rotated, 2) / self.rotated",
+        "-np.arange(self.rotated // 2) / self.rotated",
+        "w_c = base^(-2c / D_rot): the exponent counts 2c, so the frequencies fall twice as fast",
+        "θ = p base^(-2c / D_rot)")
+mistake("rope-frequencies-over-head-width", ANG, "-np.arange(0, self.rotated, 2) / self.rotated",
+        "-np.arange(0, self.rotated, 2) / self.head_dim",
+        "with partial rotary the frequencies spread over the rotated width D_rot, not the whole head D",
+        "θ = p base^(-2c / D_rot)")
+mistake("flash-dq-overwritten", FLASH, "d_q += d_scores @ k_heads[:, :, keys]", "d_q = d_scores @ k_heads[:, :, keys]",
+        "every block of keys adds to d_q: accumulate over the blocks", FLASH_RECHECK)
+mistake("flash-groups-by-stride", FLASH, "return d_q, sum_groups(d_k_heads, group), sum_groups(d_v_heads, group)",
+        "return d_q, d_k_heads.reshape(d_k_heads.shape[0], group, -1, *d_k_heads.shape[2:]).sum(axis=1), "
+        "d_v_heads.reshape(d_v_heads.shape[0], group, -1, *d_v_heads.shape[2:]).sum(axis=1)",
+        "the groups are consecutive query heads (head h reads key/value head h // group)", FLASH_RECHECK)
+mistake("flash-unreadable-rows-nan", FLASH, "lse = np.where(np.isfinite(lse), lse, np.inf)", "lse = lse",
+        "a row with no readable key has lse = -inf, and exp(-inf + inf) is NaN: such rows must get p = 0",
+        FLASH_RECHECK)
+mistake("flash-softmax-per-block", FLASH, "d_scores = p * (d_p - delta) * cache.scale",
+        "d_scores = p * (d_p - np.sum(p * d_p, axis=-1, keepdims=True)) * cache.scale",
+        "the softmax runs over the whole row, not each block: the correction is delta over all keys",
+        FLASH_RECHECK)
+mistake("flash-forward-not-rescaled", "t18_flash_attention.flash_attention_forward",
+        "acc = acc * rescale + p @ v_heads[:, :, start:stop]", "acc = acc + p @ v_heads[:, :, start:stop]",
+        "when the running maximum grows, the sum so far is rescaled by exp(m - m_new), like the total",
+        "acc = acc exp(m - m_new) + sum_j exp(s_j - m_new) v_j")

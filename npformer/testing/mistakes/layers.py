@@ -117,3 +117,56 @@ mistake("rmsnorm-gamma-assigned", "t08_norm.RMSNorm.backward", "self.gamma.grad 
 mistake("layernorm-eps-outside-sqrt", "t08_norm.layernorm_forward", "rstd = 1 / np.sqrt(var + eps)",
         "rstd = 1 / (np.sqrt(var) + eps)", "eps goes inside the square root: sqrt(var + eps)",
         "xhat = (x - mean) / sqrt(var + eps)")
+
+# -- more shapes of the same mistakes ---------------------------------------------------------------
+mistake("linear-weight-mean-over-rows", LIN, "d_weight = x_rows.T @ d_rows", "d_weight = x_rows.T @ d_rows / len(x_rows)",
+        "d_W is a sum over the positions, not a mean: any averaging of the loss is already in d_out",
+        LIN_RECHECK)
+mistake("linear-bias-first-two-axes", LIN, "d_bias = sum_over_positions(d_out) if cache.has_bias",
+        "d_bias = d_out.sum(axis=(0, 1)) if cache.has_bias",
+        "summing axes (0, 1) assumes a [B, N, d] input: d_b sums over every axis but the last",
+        LIN_RECHECK)
+mistake("linear-weight-per-sequence-sum", LIN, "d_weight = x_rows.T @ d_rows",
+        "d_weight = (x.swapaxes(-1, -2) @ d_out).sum(axis=0)",
+        "summing per-sequence products over axis 0 assumes a [B, N, d] input: flatten every leading "
+        "axis into rows", LIN_RECHECK)
+mistake("linear-bias-never-added", "t02_linear.Linear.backward", "self.bias.grad += d_bias", "pass",
+        "the bias gradient is computed but never added into bias.grad", "bias.grad += d_b")
+mistake("positions-before-the-norm", EMBS, "self.positions.backward(d_x.sum(axis=0) if shared else d_x",
+        "self.positions.backward(d_out.sum(axis=0) if shared else d_out",
+        "the position table receives the gradient after the norm's backward (d_x), not d_out",
+        "x = Norm(E[ids] + P[positions]): undo the norm, then the lookups")
+mistake("ffn-relu-derivative-everywhere", FFN, "d_h = act_backward(d_a, cache.act)",
+        "d_h = d_a * (cache.act.x > 0)",
+        "the derivative of the FFN's own activation (GELU by default), not ReLU's step", "d_h = act'(h) * d_a")
+mistake("ffn-forward-activation-skipped", "t07_ffn.FFN.forward", "a, act = act_forward(h)",
+        "a, act = h, act_forward(h)[1]", "the activation's output feeds W2; without it the FFN is linear",
+        "y = act(x W1 + b1) W2 + b2")
+mistake("swiglu-silu-on-the-value", "t07_ffn.SwiGLU.forward", "h, glu = swiglu_gate_forward(g, value)",
+        "h, glu = swiglu_gate_forward(value, g)", "SiLU belongs on the gate projection x W_gate, not on x W_up",
+        "h = SiLU(x W_gate) * (x W_up)")
+mistake("layernorm-means-over-axis-0", LN, (MEAN_TERM, "(d_xhat * xhat).mean(axis=-1, keepdims=True))"),
+        (" - d_xhat.mean(axis=0, keepdims=True)", "(d_xhat * xhat).mean(axis=0, keepdims=True))"),
+        "the backward's means run over the d features of each position (axis -1), like the forward's",
+        LN_RECHECK)
+mistake("layernorm-divides-by-rstd", LN, "d_x = rstd * (", "d_x = 1 / rstd * (",
+        "rstd is already 1 / sqrt(var + eps): the bracket is multiplied by it", LN_RECHECK)
+mistake("layernorm-gamma-without-xhat", LN, "d_gamma = sum_over_positions(d_out * xhat)",
+        "d_gamma = sum_over_positions(d_out)", "gamma multiplies xhat: d_gamma sums d_y xhat, not d_y",
+        "d_gamma = sum over positions of d_y xhat")
+mistake("rmsnorm-with-a-mean-term", RMS, "d_x = rstd * (d_xhat - xhat",
+        "d_x = rstd * (d_xhat - d_xhat.mean(axis=-1, keepdims=True) - xhat",
+        "RMSNorm does not centre: its backward has no - mean(d_xhat) term (that is LayerNorm's backward, "
+        "written or called here)", RMS_RECHECK)
+mistake("layernorm-module-assigns-both", "t08_norm.LayerNorm.backward",
+        ("self.gamma.grad += d_gamma", "self.beta.grad += d_beta"),
+        ("self.gamma.grad = d_gamma", "self.beta.grad = d_beta"),
+        "gamma.grad and beta.grad are assigned, not accumulated (+=)", "gamma.grad += d_gamma; beta.grad += d_beta")
+mistake("layernorm-unbiased-variance", "t08_norm.layernorm_forward",
+        "var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)",
+        "var = ((x - mean) ** 2).sum(axis=-1, keepdims=True) / max(x.shape[-1] - 1, 1)",
+        "LayerNorm uses the biased variance (divide by d), not the unbiased one (d - 1)",
+        "var = mean over d of (x - mean)^2")
+mistake("rmsnorm-sum-of-squares", "t08_norm.rmsnorm_forward", "(x ** 2).mean(axis=-1, keepdims=True)",
+        "(x ** 2).sum(axis=-1, keepdims=True)", "the rms is the root of the mean of the squares, not of their sum",
+        "xhat = x / sqrt(mean(x^2) + eps)")

@@ -141,3 +141,84 @@ SEQ = "t17_seq2seq.EncoderDecoder.decode_backward"
 mistake("decoder-memory-last-layer-only", SEQ, "d_memory = d_memory + d_read", "d_memory = d_read",
         "every decoder layer read the memory: their gradients add up",
         "d_memory = sum over the layers of d_read")
+
+# -- more shapes of the same mistakes --------------------------------------------------------------
+mistake("prenorm-attention-gets-d-out", PRE, "d_a = self.attn.backward(d_h, cache.attn)",
+        "d_a = self.attn.backward(d_out, cache.attn)",
+        "the attention's output is added into h, so it receives d_h (which carries the FFN path), not d_out",
+        PRE_RECHECK)
+mistake("postnorm-residual-bypasses-norm", POST, "d_h = d_sum2 + self.ffn.backward(", "d_h = d_out + self.ffn.backward(",
+        "the residual sum h + FFN(h) went through Norm2: the residual carries d_sum2, after Norm2's backward",
+        POST_RECHECK)
+mistake("postnorm-norm1-wrong-cache", POST, "d_sum1 = self.norm1.backward(d_h, cache.norm1)",
+        "d_sum1 = self.norm1.backward(d_h, cache.norm2)", "each norm's backward needs its own cache", POST_RECHECK)
+mistake("decoder-caches-not-reversed", LM, "cache.blocks[i], **moe_grads[i]",
+        "cache.blocks[len(self.blocks) - 1 - i], **moe_grads[i]",
+        "each block's backward runs with its own forward's cache", LM_RECHECK)
+mistake("decoder-router-weight-missing", LM, "len(self.blocks), self.config.moe_aux_weight)", "len(self.blocks), 1.0)",
+        "the pooled router loss enters the training loss times moe_aux_weight, and so does its gradient",
+        LM_RECHECK)
+mistake("log-softmax-diagonal-only", LOG, LOG_RETURN, "return d_out - cache.probs * d_out",
+        "each log-probability depends on every input through the log-sum-exp: the correction is "
+        "p * sum_j d_y_j", LOG_RECHECK)
+mistake("log-softmax-last-axis", LOG, LOG_RETURN, "return d_out - cache.probs * np.sum(d_out, axis=-1, keepdims=True)",
+        "the sum runs over the axis the log-softmax normalised (cache.axis), not always the last one",
+        LOG_RECHECK)
+mistake("log-softmax-no-max-shift", "t11_loss.log_softmax_forward", "shifted = x - np.max(x, axis=axis, keepdims=True)",
+        "shifted = x", "without subtracting the maximum, exp overflows for large logits",
+        "y = x - max - log sum e^(x - max)")
+mistake("cross-entropy-no-mean", CE, "weight = cache.counted * (d_loss / max(cache.count, 1))",
+        "weight = cache.counted * d_loss", "the loss is a mean over the counted targets: each gets 1/count of d_loss",
+        CE_RECHECK)
+mistake("adamw-no-bias-correction-either", ADAM, ("m_hat = m / (1 - b1 ** step)", "v_hat = v / (1 - b2 ** step)"),
+        ("m_hat = m", "v_hat = v"), "without bias correction the first steps are far too small: m and v start "
+        "at 0 and are divided by 1 - b^t", ADAM_RECHECK)
+mistake("adamw-steps-off-by-one", ADAM, ("m_hat = m / (1 - b1 ** step)", "v_hat = v / (1 - b2 ** step)"),
+        ("m_hat = m / (1 - b1 ** (step + 1))", "v_hat = v / (1 - b2 ** (step + 1))"),
+        "the step already counts from 1: step + 1 under-corrects the bias", ADAM_RECHECK)
+mistake("adamw-decay-coupled", ADAM, ("m = b1 * m + (1 - b1) * grad", "data = data - lr * weight_decay * data"),
+        ("grad = grad + weight_decay * data\n    m = b1 * m + (1 - b1) * grad", "data = data"),
+        "that is Adam with an L2 penalty in the gradient; AdamW's decay is decoupled: p -= lr wd p", ADAM_RECHECK)
+mistake("adamw-v-corrected-with-b1", ADAM, "v_hat = v / (1 - b2 ** step)", "v_hat = v / (1 - b1 ** step)",
+        "v's bias correction uses b2: v_hat = v / (1 - b2^t)", ADAM_RECHECK)
+mistake("adamw-m-weights-swapped", ADAM, "m = b1 * m + (1 - b1) * grad", "m = (1 - b1) * m + b1 * grad",
+        "the running mean keeps b1 of the old m and adds (1 - b1) of the new gradient", ADAM_RECHECK)
+mistake("moe-renormalisation-as-constant", MOE,
+        "d_kept = (d_weights - np.sum(d_weights * weights, axis=-1, keepdims=True)) / cache.kept_total",
+        "d_kept = d_weights / cache.kept_total",
+        "the sum dividing the kept probabilities depends on them too: - sum_s d_weights_s weights_s",
+        MOE_RECHECK)
+mistake("moe-aux-without-n-experts", MOE, "d_mean_probs = d_aux * self.n_experts * cache.load",
+        "d_mean_probs = d_aux * cache.load", "aux = E sum_e f_e P_e: the factor E stays in its gradient",
+        MOE_RECHECK)
+mistake("moe-aux-reaches-padding", MOE, "(cache.real[:, None] * d_mean_probs / n_real)", "(d_mean_probs / n_real)",
+        "P_e averages the real tokens only: padded positions get no load-balancing gradient", MOE_RECHECK)
+mistake("moe-aux-over-all-tokens", MOE, "n_real = max(int(cache.real.sum()), 1)", "n_real = len(cache.real)",
+        "P_e is a mean over the real tokens: divide by their count, not by every position", MOE_RECHECK)
+mistake("moe-forward-not-renormalised", "t14_moe.MoE.forward", "weights = kept / kept_total", "weights = kept",
+        "the kept probabilities are renormalised to sum to 1 over the k chosen experts", MOE_RECHECK)
+mistake("l2-normalize-dot-over-axis-0", L2, "np.sum(y * d_out, axis=-1, keepdims=True)",
+        "np.sum(y * d_out, axis=0, keepdims=True)", "the dot y . d_out runs over each vector's d features",
+        "d_x = (d_out - y (y . d_out)) / |x|")
+mistake("l2-normalize-clamp-ignored", L2, "return np.where(cache.clamped, d_out, across) / length",
+        "return across / length", "where |x| < eps the forward only divided by eps: there the gradient is "
+        "d_out / eps, without the projection", "d_x = (d_out - y (y . d_out)) / |x|")
+mistake("encoder-embeddings-get-d-out", ENC, "return self.embed.backward(d_x, cache.embed)",
+        "return self.embed.backward(d_out, cache.embed)",
+        "the embeddings receive the gradient after every block's backward (d_x), not the output's",
+        "undo in reverse: final norm, the blocks from the last to the first, the embeddings")
+mistake("mean-pool-over-padded-length", POOL, "return cache.weights[:, :, None] * d_pooled[:, None, :]",
+        "return (cache.weights > 0)[:, :, None] * d_pooled[:, None, :] / cache.weights.shape[1]",
+        "the mean is over the real tokens: divide by their count, not by the padded length N",
+        "d_states[b, n] = m_bn d_pooled[b] / sum_n m_bn")
+mistake("cross-attention-dq-without-transpose", CROSS, "d_q.transpose(0, 2, 1, 3).reshape(B, N, H * D)",
+        "d_q.reshape(B, N, H * D)", "the heads axis goes back behind the positions before flattening d_q",
+        "undo in reverse: Wo, merge heads, attention, Wq and Wkv")
+mistake("cross-attention-mask-not-passed", "t16_cross_attention.CrossAttention.forward",
+        "mixed, attn_cache = self.kernel.forward(q, k, v, mask)", "mixed, attn_cache = self.kernel.forward(q, k, v)",
+        "the source padding mask never reaches the attention: the target reads padded source positions",
+        "attention over the memory where may_read")
+mistake("decode-logits-bias-mean", SEQ, "sum_over_positions(d_logits)",
+        "d_logits.reshape(-1, d_logits.shape[-1]).mean(axis=0)",
+        "the logits bias is added at every position: its gradient is the sum over positions, not the mean",
+        "d_bias = sum over positions of d_logits")

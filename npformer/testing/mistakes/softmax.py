@@ -72,3 +72,34 @@ mistake("silu-forward-without-x", f"{ACT}.silu_forward", "return x * s, SiluCach
         "y = x sigmoid(x)")
 mistake("gelu-tanh-forward-square", f"{ACT}.gelu_tanh_forward", "GELU_A * x ** 3", "GELU_A * x ** 2",
         "the cubic term: u = c (x + 0.044715 x^3)", "y = 0.5 x (1 + tanh(c (x + a x^3)))")
+
+# -- more shapes of the same mistakes --------------------------------------------------------------
+mistake("softmax-sum-over-last-axis", BACKWARD, SUM, "np.sum(d_out * y, axis=-1, keepdims=True)",
+        "the axis is hard-coded as the last one; the sum runs over the axis the softmax normalised "
+        "(cache.axis)", RECHECK)
+mistake("softmax-sum-over-everything", BACKWARD, SUM, "np.sum(d_out * y)",
+        "the sum runs over the whole array, mixing rows; it runs over each row (the softmax's axis)",
+        RECHECK)
+mistake("softmax-mean-not-sum", BACKWARD, SUM, "np.mean(d_out * y, axis=cache.axis, keepdims=True)",
+        "the row term is the sum of d_y_j y_j, not its mean", RECHECK)
+mistake("softmax-sign-flipped", BACKWARD, f"return y * (d_out - {SUM})", f"return y * ({SUM} - d_out)",
+        "the whole gradient has the wrong sign: y (d_y - sum), not y (sum - d_y)", RECHECK)
+FWD_RECHECK = "a_j = e^(s_j - max s) / sum_k e^(s_k - max s): the max and the sum per row"
+mistake("softmax-global-max", FORWARD, "peak = np.max(x, axis=axis, keepdims=True)", "peak = np.max(x)",
+        "the maximum is taken over the whole array, not each row: a row far below it underflows to zeros",
+        FWD_RECHECK)
+mistake("softmax-no-max-shift", FORWARD, "e = np.exp(x - peak)", "e = np.exp(x)",
+        "without subtracting each row's maximum, exp overflows for large scores (inf / inf = NaN)",
+        FWD_RECHECK)
+mistake("softmax-fully-masked-nan", FORWARD, "y = e / np.where(total > 0, total, 1)", "y = e / total",
+        "a fully masked row has total 0: dividing by it gives 0/0 = NaN; such a row stays all zeros",
+        FWD_RECHECK)
+mistake("gelu-tanh-second-half-dropped", f"{ACT}.gelu_tanh_backward", "0.5 * x * (1 - t ** 2) * du",
+        "x * (1 - t ** 2) * du", "the 0.5 of y = 0.5 x (1 + t) belongs to the tanh term as well",
+        TANH_RECHECK)
+mistake("silu-second-term-missing-s", f"{ACT}.silu_backward", SILU, "return d_out * (s + x * (1 - s))",
+        "sigmoid' is s (1 - s): the second term is x s (1 - s), with its factor s", SILU_RECHECK)
+mistake("gelu-cache-keeps-output", f"{ACT}.gelu_forward", "return x * _Phi(x), ActivationCache(x)",
+        "return x * _Phi(x), ActivationCache(x * _Phi(x))",
+        "the cache must keep the input x: the backward evaluates GELU's derivative at x",
+        "y = x Phi(x); backward needs x")

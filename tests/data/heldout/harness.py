@@ -200,7 +200,7 @@ def mha_settings(rotary):
         ("mqa_rope_interleaved", dict(d=16, n_heads=4, n_kv_heads=1, causal=True, window=2, bias=True,
                                       rope=rotary(4, layout="interleaved")), None,
          np.array([[3, 4, 5, 6, 7], [0, 1, 2, 3, 4]])),
-        ("partial_rope", dict(d=16, n_heads=2, causal=True, rope=rotary(8, theta=100.0, fraction=0.5)),
+        ("partial_rope", dict(d=16, n_heads=2, causal=True, rope=rotary(8, base=100.0, fraction=0.5)),
          None, np.arange(2, 7)),
         ("bidirectional", dict(d=12, n_heads=2), mask, None),
     ]
@@ -232,7 +232,7 @@ def rope_case(mod, dtype):
     out = {}
     for D, layout, fraction, theta in [(8, "half", 1.0, 10000.0), (8, "interleaved", 1.0, 10000.0),
                                        (8, "half", 0.5, 100.0), (6, "interleaved", 0.7, 10.0)]:
-        rotary = mod.Rotary(D, theta=theta, layout=layout, fraction=fraction)
+        rotary = mod.Rotary(D, base=theta, layout=layout, fraction=fraction)
         label = f"{layout}{D}_{fraction}"
         record(out, label, angles=rotary.angles(np.arange(6)))
         x = normal(rng, (2, 3, 5, D), dtype)
@@ -317,9 +317,11 @@ def block_case(mod, dtype):
     for label, options, mask, d_router in settings:
         block = randomize(mod.build_block(mod.BlockConfig(**options), rng, dtype), rng)
         x = normal(rng, (2, 5, 8), dtype)
-        y, cache = block.forward(x, mask, None, None, key_mask if mask is not None else None)
-        d_router = None if d_router is None else d_router.astype(dtype)
-        d_x = block.backward(normal(rng, y.shape, dtype), cache, d_router)
+        moe = bool(options.get("n_experts"))
+        ffn_inputs = {"token_mask": key_mask} if moe and mask is not None else {}
+        y, cache = block.forward(x, mask, None, None, **ffn_inputs)
+        ffn_grads = {} if d_router is None else {"d_mean_probs": d_router.astype(dtype)}
+        d_x = block.backward(normal(rng, y.shape, dtype), cache, **ffn_grads)
         record(out, label, y=y, d_x=d_x)
         out.update(grads(block, label))
     return out
