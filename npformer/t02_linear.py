@@ -80,6 +80,10 @@ class Linear(Module):
         check_last_dim("x", x, self.weight.shape[0])
         return linear_forward(x, self.weight.data, None if self.bias is None else self.bias.data)
 
+    def output_shape(self, cache):
+        """[..., d_out]: what backward's d_out must be."""
+        return cache.x.shape[:-1] + self.weight.shape[1:]
+
     def backward(self, d_out, cache):
         """d_x from d_out; adds dW and db into the parameters' gradients."""
         d_x, d_weight, d_bias = linear_backward(d_out, cache)

@@ -102,6 +102,10 @@ class LayerNorm(Module):
         check_last_dim("x", check_float("x", x, self.gamma.dtype), self.gamma.shape[0])
         return layernorm_forward(x, self.gamma.data, self.beta.data, self.eps)
 
+    def output_shape(self, cache):
+        """x's shape: what backward's d_out must be."""
+        return cache.xhat.shape
+
     def backward(self, d_out, cache):
         """d_x from d_out; adds into gamma's and beta's gradients."""
         d_x, d_gamma, d_beta = layernorm_backward(d_out, cache)
@@ -121,6 +125,10 @@ class RMSNorm(Module):
         """x [..., d] -> (gamma * x / rms(x), cache)."""
         check_last_dim("x", check_float("x", x, self.gamma.dtype), self.gamma.shape[0])
         return rmsnorm_forward(x, self.gamma.data, self.eps)
+
+    def output_shape(self, cache):
+        """x's shape: what backward's d_out must be."""
+        return cache.xhat.shape
 
     def backward(self, d_out, cache):
         """d_x from d_out; adds into gamma's gradient."""

@@ -189,6 +189,10 @@ class DecoderLM(Module):
         router = router_loss(blocks, self.config.moe_aux_objective)    # None unless MoE
         return logits, DecoderCache(embed, tuple(blocks), norm, head, router)
 
+    def output_shape(self, cache):
+        """[B, N, V]: the logits' shape, which backward's d_out must have."""
+        return self.head.output_shape(cache.head)
+
     def backward(self, d_out, cache):
         """Accumulates every parameter's gradient; ids have none, so returns None. With MoE
         FFNs the load-balancing loss's gradient is added too (weight ``config.moe_aux_weight``)."""
@@ -233,6 +237,10 @@ class TiedHead(Module):
     def forward(self, x):
         """x [..., d] -> (logits x E^T [..., V], cache)."""
         return linear_forward(x, self.weight.data.T)                # [..., V]
+
+    def output_shape(self, cache):
+        """[..., V]: what backward's d_out must be."""
+        return cache.x.shape[:-1] + self.weight.shape[:1]
 
     def backward(self, d_out, cache):
         """d_x from d_logits; adds the head's share into the token table's gradient."""

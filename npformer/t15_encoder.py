@@ -41,7 +41,7 @@ from .t06_activations import tanh_backward, tanh_forward
 from .t02_linear import Linear
 from .core.module import Cache, ConfigDict, Module
 from .core.validate import (check_choice, check_ids, check_key_mask, check_padding_idx, check_positive,
-                            check_rng, check_token_ids)
+                            check_rng, check_states, check_token_ids)
 
 ENCODER_POSITIONS = ("learned", "sinusoidal", "rope", "none")
 
@@ -204,6 +204,10 @@ class Encoder(Module):
             x, final_cache = self.final_norm.forward(x)
         return x, EncoderCache(embed, tuple(blocks), final_cache)
 
+    def output_shape(self, cache):
+        """[B, N, d]: the states' shape, which backward's d_out must have."""
+        return cache.embed.tokens.ids.shape + (self.config.d_model,)
+
     def backward(self, d_out, cache):
         """Accumulates every parameter's gradient; ids have none, so returns None."""
         d_x = d_out
@@ -261,6 +265,10 @@ class Pooler(Linear):
         pooled, tanh = tanh_forward(h)                                  # [B, d]
         return pooled, PoolerCache(dense, tanh, states.shape)
 
+    def output_shape(self, cache):
+        """[B, d]: what backward's d_pooled must be (and the Linear's d_h inside it)."""
+        return super().output_shape(cache.dense if isinstance(cache, PoolerCache) else cache)
+
     def backward(self, d_pooled, cache):
         """d_states [B, N, d] from d_pooled [B, d]: only position 0 gets a gradient."""
         d_h = tanh_backward(d_pooled, cache.tanh)                       # forward: tanh(h)
@@ -283,11 +291,7 @@ def mean_pool_forward(states, key_mask=None):
 
     v_b = sum_n m_bn s_bn / sum_n m_bn. A row without real tokens gives zeros.
     """
-    if not isinstance(states, np.ndarray) or states.ndim != 3 or \
-            not np.issubdtype(states.dtype, np.floating):
-        raise TypeError(f"states: expected a float array [B, N, d], got "
-                        f"{getattr(states, 'dtype', type(states).__name__)} of shape {np.shape(states)}")
-    B, N, _ = states.shape
+    B, N, _ = check_states("states", states).shape
     key_mask = check_key_mask("key_mask", key_mask, (B, N))
     real = np.ones((B, N), states.dtype) if key_mask is None else key_mask.astype(states.dtype)
     count = real.sum(axis=1, keepdims=True)                            # [B, 1]

@@ -25,7 +25,7 @@ import numpy as np
 from .t04_attention import DotProductAttention
 from .t02_linear import Linear
 from .core.module import Cache, Module
-from .core.validate import check_float, check_heads, check_mask, check_rng
+from .core.validate import check_float, check_heads, check_mask, check_reader_and_memory, check_rng
 
 
 @dataclass(frozen=True)
@@ -67,10 +67,7 @@ class CrossAttention(Module):
 
     def forward(self, x, memory, mask=None):
         """x [B, N, d] reading memory [B, M, d_memory] -> (y [B, N, d], cache)."""
-        check_float("memory", memory, self.kv.weight.dtype)
-        if x.ndim != 3 or memory.ndim != 3 or x.shape[0] != memory.shape[0]:
-            raise ValueError(f"x, memory: expected [B, N, d] and [B, M, d_memory] with the same B, "
-                             f"got shapes {x.shape} and {memory.shape}")
+        check_reader_and_memory(x, check_float("memory", memory, self.kv.weight.dtype))
         B, N, _ = x.shape
         M = memory.shape[1]
         H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim

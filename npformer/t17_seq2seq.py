@@ -335,6 +335,10 @@ class EncoderDecoder(Module):
         logits, dec_cache = self.decode_forward(memory, tgt_ids, src_mask, tgt_mask)
         return logits, EncoderDecoderCache(enc_cache, dec_cache)
 
+    def output_shape(self, cache):
+        """[B, N, V]: the logits' shape, which backward's d_logits must have."""
+        return self.head.output_shape(cache.decoder.head)
+
     def backward(self, d_logits, cache):
         """Accumulates every parameter's gradient; ids have none, so returns None."""
         d_memory = self.decode_backward(d_logits, cache.decoder)

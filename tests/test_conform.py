@@ -167,6 +167,41 @@ def test_forward_only_is_checked_and_says_what_did_not_run():
     assert report.ok and "not run: no backward or vjp given" in report.summary()
 
 
+def _numpy_attention(fill):
+    def attention(q, k, v, mask=None):                  # no scale, causal or window parameter
+        scores = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = np.where(mask, scores, fill)
+        peak = scores.max(-1, keepdims=True)
+        e = np.exp(scores - np.where(np.isfinite(peak), peak, 0))
+        total = e.sum(-1, keepdims=True)
+        return (e / np.where(total > 0, total, 1)) @ v
+    return attention
+
+
+def test_options_a_function_does_not_take_are_left_at_their_defaults():
+    report = conform("attention", _numpy_attention(-np.inf), examples=EXAMPLES)
+    assert report.ok, str(report)
+    assert "attention takes no scale, causal, window: checked only on examples with scale=None, " \
+           "causal=False, window=None" in str(report)
+
+
+def test_a_finite_mask_fill_is_named_on_a_forward_alone():
+    # -1e9 instead of -inf: a query with no key to read gets the average of the values, not 0
+    report = conform("attention", _numpy_attention(-1e9), examples=EXAMPLES)
+    failure = _check_fails(report, "output")
+    assert failure.mistake is not None and failure.mistake.name == "softmax-finite-mask-fill"
+    assert (~failure.example.options["mask"]).all(axis=-1).any()      # a row with no key to read
+
+
+def test_every_check_runs_on_every_example_after_a_failure():
+    forward, _ = find("softmax").reference_pair()
+    report = conform("softmax", forward, lambda d_out, cache: cache.y * d_out, examples=EXAMPLES)
+    output = next(c for c in report.checks if c.name == "output")
+    assert output.passed and output.examples >= EXAMPLES
+    assert _check_fails(report, "gradient of x").mistake.name == "softmax-no-sum-term"
+
+
 # -- the command ---------------------------------------------------------------------------------
 MY_SOFTMAX = '''
 import numpy as np

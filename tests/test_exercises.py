@@ -54,7 +54,7 @@ def test_every_exercise_names_real_functions_and_cases():
 def test_workspace_is_the_plain_files_minus_the_bodies_to_write(tmp_path):
     workspace = write_workspace(tmp_path / "ws")
     to_write = {spec for e in workspace.exercises for spec in e.functions()}
-    assert len(workspace.files) == 17 and "t13_kv_cache.py" not in workspace.files   # kv-cache: forward only
+    assert len(workspace.files) == 17 and "t13_kv_cache.py" not in workspace.files   # its cache: forward only
     for name in workspace.files:
         mine, library = _functions(workspace.path(name)), _functions(os.path.join(library_dir(), name))
         assert set(mine) == set(library)
@@ -76,21 +76,55 @@ def test_stub_names_the_exercise_and_the_tutorial_section(tmp_path):
     assert "§6" in stub and stub.endswith("write attention_backward")
     with open(workspace.path("README.md"), encoding="utf-8") as f:
         readme = f.read()
-    assert "| 05 | attention" in readme and "01 softmax" in readme      # what it builds on
+    assert "| 05 | attention" in readme
 
 
-def test_no_hints_hides_the_backward_formulas(tmp_path):
-    hinted = write_workspace(tmp_path / "a", only=["linear", "norm"])
-    bare = write_workspace(tmp_path / "b", only=["linear", "norm"], hints=False)
-    for workspace, shown in ((hinted, True), (bare, False)):
-        with open(workspace.path("t02_linear.py"), encoding="utf-8") as f:
-            linear = f.read()
-        with open(workspace.path("t08_norm.py"), encoding="utf-8") as f:
-            norm = f.read()
-        assert ("d_x = d_y W^T" in linear) is shown
-        assert ("# forward: y = x @ W + b" in linear) is shown           # the body's scaffold
-        assert ("d_x = rstd * (d_xhat - mean(d_xhat) - xhat * mean(d_xhat * xhat))" in norm) is shown
-        assert "y = gamma * xhat + beta" in norm                         # the forward stays
+def _read(workspace, name):
+    with open(workspace.path(name), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_hint_tiers(tmp_path):
+    tiers = {tier: write_workspace(tmp_path / tier, only=["linear", "norm"], hints=tier)
+             for tier in ("none", "shapes", "formulas")}
+    linear = {tier: _read(w, "t02_linear.py") for tier, w in tiers.items()}
+    norm = {tier: _read(w, "t08_norm.py") for tier, w in tiers.items()}
+    # the backward formulas: only with "formulas"
+    assert "d_x = d_y W^T" in linear["formulas"] and "d_x = d_y W^T" not in linear["shapes"]
+    assert "xhat * mean(d_xhat * xhat)" in norm["formulas"]
+    assert "xhat * mean(d_xhat * xhat)" not in norm["shapes"] + norm["none"]
+    # the forward line each backward step undoes: with "shapes" and "formulas", not with "none"
+    assert "# forward: y = x @ W + b" in linear["shapes"] and "# forward: y = x @ W + b" not in linear["none"]
+    # the stubbed function's docstring: whole with "shapes", its first line only with "none"
+    assert '"""-> (d_x, d_weight, d_bias); d_bias is None without a bias."""' in linear["shapes"]
+    assert '"""d_x from d_out; adds dW and db into the parameters\' gradients."""' in linear["none"]
+    for tier in tiers:                                      # the forward stays
+        assert "xhat = (x - mean) * rstd" in norm[tier]
+
+
+def test_no_hint_tier_gives_the_answer_away(tmp_path):
+    """No line of a body the learner writes appears in the shapes tier (the default)."""
+    key = write_workspace(tmp_path / "key", solutions=True)
+    handed = write_workspace(tmp_path / "ws")
+    for name in handed.files:
+        answer, handed_source = _functions(key.path(name)), _read(handed, name)
+        stubs = _functions(handed.path(name))
+        for spec in (s for e in handed.exercises for s in e.functions() if s.startswith(name + ":")):
+            qualname = spec.split(":")[1]
+            node = answer[qualname]
+            stubbed = ast.get_source_segment(handed_source, stubs[qualname])
+            body = node.body[1:] if isinstance(node.body[0], ast.Expr) else node.body
+            for statement in body:
+                text = ast.unparse(statement).split("\n")[0]
+                if len(text) > 12:
+                    assert text not in stubbed, f"{spec}: {text}"
+
+
+def test_the_workspace_readme_names_no_path_to_the_solutions(tmp_path):
+    workspace = write_workspace(tmp_path / "ws", only=["attention"])
+    readme = _read(workspace, "README.md")
+    assert library_dir() not in readme and "site-packages" not in readme
+    assert "graded alone" in readme and "hints: each function to write keeps its docstring" in readme
 
 
 def test_forward_exercises_and_selection(tmp_path):
@@ -98,8 +132,6 @@ def test_forward_exercises_and_selection(tmp_path):
     stubs = {q for q, node in _functions(workspace.path("t02_linear.py")).items() if _stub_text(node)}
     assert stubs == {"linear_forward", "linear_backward", "Linear.backward"}
     assert [e.name for e in select(start="flash")] == ["flash", "train"]
-    with pytest.raises(ValueError, match="only forward bodies"):
-        select(only=["kv-cache"])
     with pytest.raises(ValueError, match="expected a name or number"):
         select(only=["nonsense"])
 
@@ -118,24 +150,26 @@ def test_an_existing_directory_is_never_overwritten(tmp_path):
 def test_untouched_workspace_grades_not_started(tmp_path):
     write_workspace(tmp_path / "ws")
     lines = []
-    outcomes = grade(tmp_path / "ws", out=lines.append)
-    assert len(outcomes) == len(EXERCISES) - 1                       # all but the forward-only one
-    assert {o.status for o in outcomes} == {"not started"}
-    assert "progress: 0 of 18 done" in lines[-1]
+    outcomes = grade(tmp_path / "ws", out=lines.append, say=_quiet)
+    assert len(outcomes) == len(EXERCISES)
+    statuses = {o.exercise.name: o.status for o in outcomes}
+    assert statuses.pop("train") == "blocked" and set(statuses.values()) == {"not started"}
+    assert "progress: 0 of 19 done" in lines[-2]
+    assert lines[-1] == "next: softmax_backward in t03_softmax.py (exercise 01 softmax)"
 
 
 def test_grader_refuses_a_directory_that_is_not_a_workspace(tmp_path, capsys):
     with pytest.raises(WorkspaceError, match="not an npformer exercise workspace"):
-        grade(tmp_path, out=_quiet)
+        grade(tmp_path, out=_quiet, say=_quiet)
     (tmp_path / MARKER).write_text(json.dumps({"kind": "something else"}))
     with pytest.raises(WorkspaceError, match="is not the marker"):
-        grade(tmp_path, out=_quiet)
+        grade(tmp_path, out=_quiet, say=_quiet)
     assert main(["grade", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and "npformer grade: error: DIR:" in err
 
 
-def test_a_syntax_error_is_reported_against_its_exercise(tmp_path):
+def test_a_syntax_error_is_reported_against_its_exercise_only(tmp_path):
     workspace = write_workspace(tmp_path / "ws", only=["softmax", "linear"], solutions=True)
     path = workspace.path("t02_linear.py")
     with open(path, encoding="utf-8") as f:
@@ -143,23 +177,31 @@ def test_a_syntax_error_is_reported_against_its_exercise(tmp_path):
     with open(path, "w", encoding="utf-8") as f:
         f.write(text.replace("d_x = d_out @ weight.T", "d_x = d_out @ weight.T)"))
     line = text[:text.index("d_x = d_out @ weight.T")].count("\n") + 1
-    outcomes = {o.exercise.name: o for o in grade(workspace.directory, out=_quiet)}
+    outcomes = {o.exercise.name: o for o in grade(workspace.directory, out=_quiet, say=_quiet)}
     assert outcomes["linear"].status == "failing"
     assert outcomes["linear"].lines[0].startswith(f"t02_linear.py:{line}: SyntaxError")
-    assert outcomes["softmax"].status == "blocked"          # nothing imports while linear.py is broken
-    assert "cannot import your files: t02_linear.py" in outcomes["softmax"].lines[0]
+    assert outcomes["softmax"].status == "done"         # judged alone: linear.py is not its file
 
 
-def test_an_exercise_waits_for_the_stubs_it_builds_on(tmp_path):
+def test_an_exercise_is_judged_alone_whatever_the_others_hold(tmp_path):
     workspace = write_workspace(tmp_path / "ws", only=["softmax", "attention"], solutions=True)
     only_softmax = write_workspace(tmp_path / "stub", only=["softmax"])
-    with open(only_softmax.path("t03_softmax.py"), encoding="utf-8") as f:
-        text = f.read()
     with open(workspace.path("t03_softmax.py"), "w", encoding="utf-8") as f:
-        f.write(text)                                  # softmax back to its stub
-    outcome = grade(workspace.directory, ["attention"], out=_quiet)[0]
-    assert outcome.status == "blocked"
-    assert outcome.lines == ["waiting for 01 softmax (softmax_backward still a stub)"]
+        f.write(_read(only_softmax, "t03_softmax.py"))         # softmax back to its stub
+    outcomes = {o.exercise.name: o for o in grade(workspace.directory, out=_quiet, say=_quiet)}
+    assert outcomes["softmax"].status == "not started"
+    assert outcomes["attention"].status == "done"      # npformer's softmax runs in its place
+
+
+def test_training_waits_for_the_exercises_it_runs(tmp_path):
+    workspace = write_workspace(tmp_path / "ws", only=["softmax", "train"], solutions=True)
+    only_softmax = write_workspace(tmp_path / "stub", only=["softmax"])
+    with open(workspace.path("t03_softmax.py"), "w", encoding="utf-8") as f:
+        f.write(_read(only_softmax, "t03_softmax.py"))
+    lines = []
+    outcome = grade(workspace.directory, ["train"], out=lines.append, say=_quiet)[0]
+    assert outcome.status == "blocked" and outcome.lines == ["blocked by 01 softmax (not started)"]
+    assert lines[-1] == "next: 19 train is blocked by 01 softmax (not started)"
 
 
 def test_cli_hands_out_and_grades(tmp_path, capsys):

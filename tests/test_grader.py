@@ -1,148 +1,284 @@
-"""Grading a learner's code: the usual mistakes diagnosed, errors kept inside their exercise.
+"""Grading learners' code: every catalogued mistake named as itself, correct code written
+differently graded done, a mistake reported once against its own exercise, a loop located,
+printing capped, every line of what a learner writes reached by its exercise's checks.
 
-Each test writes an answer key (the library's own bodies, which the rest of the suite
-checks by finite differences), seeds one mistake by editing one line, and grades the
-exercise in its own process.
-"""
+Most tests judge in-process (``judging.judge_exercise`` with the functions patched in, as the
+grader's runner does); a few grade a whole workspace as a teacher would."""
+import ast
+import dis
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from npformer.exercises import catalog
 from npformer.exercises.grader import grade
+from npformer.exercises.judging import judge_exercise
+from npformer.exercises.stubs import functions_by_qualname
 from npformer.exercises.workspace import write_workspace
-from npformer.exercises.compare import constant_ratio, ratio_diagnosis, shape_diagnosis
+from npformer.testing.compare import constant_ratio, ratio_diagnosis, shape_diagnosis
+from npformer.testing.mistakes import CATALOGUE
+from npformer.testing.patching import learner_functions, reference
+
+DATA = Path(__file__).resolve().parent / "data"
 
 
-def _seeded(tmp_path, exercise, file, old, new):
-    """An answer key for ``exercise`` with ``old`` replaced by ``new`` (exactly once) in ``file``."""
-    workspace = write_workspace(tmp_path / "ws", only=[exercise], solutions=True)
+def _quiet(*lines):
+    return None
+
+
+@pytest.fixture
+def fewer_draws(monkeypatch):
+    """Fewer drawn inputs per component: the corner examples find a seeded mistake first, and a
+    correct implementation passes on any number (the grader itself draws 40)."""
+    import npformer.exercises.judging as judging
+    monkeypatch.setattr(judging, "EXAMPLES", 12)
+
+
+def exercise_of(path):
+    """The exercise whose functions include ``path`` ("t03_softmax.softmax_backward")."""
+    return next(e for e in catalog.EXERCISES if path in e.paths(forward=True))
+
+
+def named(result):
+    """The names of the catalogued mistakes a judged exercise names."""
+    return {c["mistake"]["name"] for c in result["checks"] + result["claims"] if c.get("mistake")}
+
+
+def failing(result):
+    return [c for c in result["checks"] + result["claims"] if not c["ok"]]
+
+
+# -- every catalogued mistake, seeded, is named as itself -------------------------------------------
+@pytest.mark.parametrize("exercise", [e.name for e in catalog.EXERCISES if e.functions(True)])
+def test_every_catalogued_mistake_is_named_as_itself(exercise, fewer_draws):
+    mistakes = [m for m in CATALOGUE if exercise_of(m.function).name == exercise]
+    assert mistakes, f"no catalogued mistake for {exercise}"
+    wrong = {}
+    for mistake in mistakes:
+        result = judge_exercise(catalog.find(exercise), mistake.patches())
+        if not failing(result) or named(result) != {mistake.name}:
+            wrong[mistake.name] = sorted(named(result)) if failing(result) else "graded done"
+    assert not wrong, wrong
+
+
+def test_the_catalogue_covers_every_exercise_and_its_mistakes_are_distinct():
+    names = [m.name for m in CATALOGUE]
+    assert len(names) == len(set(names)) and len(names) >= 250
+    for e in catalog.EXERCISES:
+        if e.backward:
+            assert any(exercise_of(m.function) is e for m in CATALOGUE), e.name
+    for m in CATALOGUE:
+        assert m.says and m.recheck and m.patches()
+
+
+# -- a learner's file, as the grader reads it ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def key(tmp_path_factory):
+    """An answer key with every exercise's backward and forward bodies."""
+    return write_workspace(tmp_path_factory.mktemp("key") / "key", solutions=True, forward=True)
+
+
+def judge_source(key, exercise, file, source, where):
+    """Judge ``exercise`` with ``file`` replaced by ``source`` (the rest of the key as is)."""
+    patches = {}
+    by_file = {}
+    for spec in exercise.functions(True):
+        name, qualname = spec.split(":")
+        by_file.setdefault(name, []).append(qualname)
+    for name, qualnames in by_file.items():
+        text = source if os.path.basename(name) == os.path.basename(file) else Path(key.path(name)).read_text()
+        module = "npformer." + name[:-3].replace("/", ".")
+        patches.update(learner_functions(text, module, qualnames, str(where / os.path.basename(name))))
+    return judge_exercise(exercise, patches)
+
+
+def alternatives():
+    found = []
+    for folder in ("heldout", "heldout2"):
+        found += json.loads((DATA / folder / "alternatives.json").read_text())
+    return found
+
+
+def with_body(source, qualname, body):
+    """``source`` with the function ``qualname`` replaced by ``body`` (a whole def)."""
+    node = functions_by_qualname(ast.parse(source))[qualname]
+    lines = source.split("\n")
+    first = node.lineno - 1 - len(node.decorator_list)
+    new = textwrap.indent(textwrap.dedent(body), " " * node.col_offset).split("\n")
+    return "\n".join(lines[:first] + new + lines[node.end_lineno:])
+
+
+@pytest.mark.parametrize("alternative", alternatives(), ids=lambda a: a["id"])
+def test_a_correct_backward_written_differently_is_done(alternative, key, tmp_path, fewer_draws):
+    """Correct implementations written by someone else (an explicit Jacobian, CS231n's steps,
+    einsum, loops over rows or heads, another axis): never flagged."""
+    exercise = catalog.find(alternative["exercise"])
+    source = with_body(Path(key.path(alternative["file"])).read_text(), alternative["function"],
+                       alternative["body"])
+    result = judge_source(key, exercise, alternative["file"], source, tmp_path)
+    assert not failing(result), failing(result)[:2]
+
+
+def held_out_sample(step=6):
+    """Every ``step``-th mistake of the held-out sets (written by others, not the catalogue's
+    author): the suite's share of the measurement the closing note gives in full."""
+    found = []
+    for folder in ("heldout", "heldout2"):
+        found += json.loads((DATA / folder / "mistakes.json").read_text())[::step]
+    return found
+
+
+def test_mistakes_written_by_others_are_never_done_and_mostly_named(key, tmp_path, fewer_draws):
+    done, unnamed = [], []
+    sample = held_out_sample()
+    for mistake in sample:
+        exercise = catalog.find(mistake["exercise"])
+        source = Path(key.path(mistake["file"])).read_text().replace(mistake["old"], mistake["new"], 1)
+        result = judge_source(key, exercise, mistake["file"], source, tmp_path)
+        if not failing(result):
+            done.append(mistake["id"])
+        elif not named(result):
+            unnamed.append(mistake["id"])
+    assert not done, f"graded done although wrong: {done}"
+    assert len(unnamed) <= 0.2 * len(sample), f"{len(unnamed)} of {len(sample)} not named: {unnamed}"
+
+
+# -- every line a learner writes is reached by the checks of its exercise ------------------------------
+def _lines(code):
+    """The line numbers of a function's code and every code object nested in it."""
+    lines = {line for _, line in dis.findlinestarts(code) if line is not None}
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            lines |= _lines(const)
+    return lines
+
+
+def _codes(code):
+    yield code
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            yield from _codes(const)
+
+
+def _body_lines(function):
+    """Executable lines of a function's body: its def line and docstring left out."""
+    node = ast.parse(textwrap.dedent(__import__("inspect").getsource(function))).body[0]
+    first = function.__code__.co_firstlineno
+    skip = {first + i for i in range(node.body[0].end_lineno if isinstance(node.body[0], ast.Expr) else 1)}
+    skip |= {first}
+    return _lines(function.__code__) - skip
+
+
+@pytest.mark.parametrize("exercise", [e.name for e in catalog.EXERCISES if e.functions(True)])
+def test_the_checks_of_an_exercise_reach_every_line_of_its_answer(exercise):
+    exercise = catalog.find(exercise)
+    functions = {path: reference(f"npformer.{path}") for path in exercise.paths(forward=True)}
+    codes = {code: path for path, f in functions.items() for code in _codes(f.__code__)}
+    reached = {path: set() for path in functions}
+
+    def trace(frame, event, arg):
+        path = codes.get(frame.f_code)
+        if path is None:
+            return None
+        if event == "line":
+            reached[path].add(frame.f_lineno)
+        return trace
+    sys.settrace(trace)
+    try:
+        result = judge_exercise(exercise, {})
+    finally:
+        sys.settrace(None)
+    assert not failing(result)
+    missed = {}
+    for path, function in functions.items():
+        left = _body_lines(function) - reached[path]
+        if left:
+            source = __import__("inspect").getsourcelines(function)
+            lines, first = source
+            missed[path] = [f"{n}: {lines[n - first].strip()}" for n in sorted(left)]
+    assert not missed, missed
+
+
+# -- a whole workspace, graded as a teacher would --------------------------------------------------------
+def _replace(workspace, file, old, new):
     path = workspace.path(file)
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    assert text.count(old) == 1, f"the line to seed is gone from {file}: {old}"
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text.replace(old, new))
-    return workspace
-
-
-def _grade(workspace, exercise, **options):
-    lines = []
-    outcome = grade(workspace.directory, [exercise], out=lines.append, **options)[0]
-    return outcome, "\n".join(lines)
-
-
-MISTAKES = {
-    "assigned instead of accumulated": (
-        "linear", "t02_linear.py", "self.weight.grad += d_weight", "self.weight.grad = d_weight",
-        "assigned instead of accumulated: after two backward passes weight.grad holds one"),
-    "sum over the wrong axis": (
-        "norm", "t08_norm.py", "d_x = rstd * (d_xhat - d_xhat.mean(axis=-1, keepdims=True)",
-        "d_x = rstd * (d_xhat - d_xhat.mean(axis=0, keepdims=True)",
-        "a sum or mean over the wrong axis: when only the upstream gradient at"),
-    "missing transpose": (
-        "linear", "t02_linear.py", "d_weight = x_rows.T @ d_rows", "d_weight = d_rows.T @ x_rows",
-        "shape (11, 8) is the transpose of (8, 11): a missing transpose"),
-    "missing 1/sqrt(D)": (
-        "attention", "t04_attention.py", "d_k = d_scores.swapaxes(-1, -2) @ q * scale",
-        "d_k = d_scores.swapaxes(-1, -2) @ q",
-        # size 1: d = 8, H = 2, so D = 4 and the lost factor is 1/2
-        "yours is 2 times the right gradient everywhere: the factor 1/sqrt(D) = 0.5 is missing"),
-    "missing mean factor": (
-        "loss", "t11_loss.py", "weight = cache.counted * (d_loss / max(cache.count, 1))",
-        "weight = cache.counted * d_loss",
-        "the factor 1/count (the mean over counted targets)"),
-    "mask left out of the backward": (
-        "loss", "t11_loss.py", "weight = cache.counted * (d_loss / max(cache.count, 1))",
-        "weight = np.ones(cache.counted.shape) * (d_loss / max(cache.count, 1))",
-        "wrong only where the gradient must be exactly 0"),
-    "sign flip": (
-        "activations", "t06_activations.py", "return d_out * s * (1 + x * (1 - s))",
-        "return -d_out * s * (1 + x * (1 - s))",
-        "a sign flip: yours is exactly minus the right gradient"),
-}
-
-
-@pytest.mark.parametrize("mistake", sorted(MISTAKES))
-def test_each_usual_mistake_gets_its_diagnosis(tmp_path, mistake):
-    exercise, file, old, new, diagnosis = MISTAKES[mistake]
-    outcome, report = _grade(_seeded(tmp_path, exercise, file, old, new), exercise)
-    assert outcome.status == "failing"
-    assert diagnosis in report, report
-
-
-def test_the_failing_tensor_and_its_worst_element_are_named(tmp_path):
-    workspace = _seeded(tmp_path, "attention", "t04_attention.py", "d_q = d_scores @ k * scale",
-                        "d_q = -d_scores @ k * scale")
-    outcome, report = _grade(workspace, "attention")
-    line = next(l for l in outcome.lines if l.strip().startswith("gradient of q: relative error"))
-    assert "2.00e+00, worst at (" in line              # -g against g: |2g| / |g|
-    assert "gradient of k" not in report and "gradient of v" not in report
-
-
-def test_an_exception_is_reported_against_its_exercise(tmp_path):
-    workspace = _seeded(tmp_path, "softmax", "t03_softmax.py", "    y = cache.y\n    # forward: y = e / sum(e).",
-                        "    y = cache.why\n    # forward: y = e / sum(e).")
-    outcome, report = _grade(workspace, "softmax")
-    assert outcome.status == "failing"
-    assert "t03_softmax.py:" in report and "in softmax_backward: AttributeError" in report
-    assert "> y = cache.why" in report
-
-
-def test_a_half_written_exercise_names_the_stub_left(tmp_path):
-    workspace = write_workspace(tmp_path / "ws", only=["linear"])
-    key = write_workspace(tmp_path / "key", only=["linear"], solutions=True)
-    with open(key.path("t02_linear.py"), encoding="utf-8") as f:
-        solved = f.read()
-    with open(workspace.path("t02_linear.py"), encoding="utf-8") as f:
-        stubbed = f.read()
-    start = solved.index("def linear_backward")
-    end = solved.index("class Linear(")
-    mixed = stubbed[:stubbed.index("def linear_backward")] + solved[start:end] + \
-        stubbed[stubbed.index("class Linear("):]
-    with open(workspace.path("t02_linear.py"), "w", encoding="utf-8") as f:
-        f.write(mixed)
-    outcome, _ = _grade(workspace, "linear")
-    assert outcome.status == "failing"
-    assert outcome.lines[0].startswith("not finished: t02_linear.py:") and "in backward still raises its stub" \
-        in outcome.lines[0]
-
-
-def test_an_endless_loop_is_stopped_and_a_crash_contained(tmp_path):
-    workspace = _seeded(tmp_path, "softmax", "t03_softmax.py", "    y = cache.y\n    # forward: y = e / sum(e).",
-                        "    while True:\n        pass\n    # forward: y = e / sum(e).")
-    outcome, _ = _grade(workspace, "softmax", timeout=3)
-    assert outcome.status == "failing" and outcome.lines[0].startswith("stopped after 3 s")
-    (tmp_path / "ws").rename(tmp_path / "looping")
-    workspace = _seeded(tmp_path, "softmax", "t03_softmax.py", "    y = cache.y\n    # forward: y = e / sum(e).",
-                        "    print('about to leave')\n    import os; os._exit(3)\n    # forward: y = e / sum(e).")
-    outcome, report = _grade(workspace, "softmax")
-    assert outcome.lines[0] == "your code ended the grading process (exit code 3)"
-    assert "about to leave" in report
-
-
-def test_the_library_bodies_grade_done(tmp_path):
-    workspace = write_workspace(tmp_path / "ws", only=["softmax", "linear", "rope", "kv-cache"],
-                                forward=True, solutions=True)
-    lines = []
-    outcomes = grade(workspace.directory, out=lines.append)
-    assert [o.status for o in outcomes] == ["done"] * 4, "\n".join(lines)
-    assert "progress: 4 of 4 done" in lines[-1]
+    text = Path(path).read_text()
+    assert text.count(old) == 1, old
+    Path(path).write_text(text.replace(old, new))
 
 
 @pytest.mark.slow
-def test_every_exercise_graded_done_with_the_library_bodies_including_training(tmp_path):
+def test_a_wrong_softmax_blames_the_softmax_only(tmp_path):
     workspace = write_workspace(tmp_path / "ws", solutions=True)
+    _replace(workspace, "t03_softmax.py",
+             "return y * (d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True))",
+             "return y * (1 - y) * d_out")
     lines = []
-    outcomes = grade(workspace.directory, out=lines.append)
-    assert [o.status for o in outcomes] == ["done"] * len(workspace.exercises), "\n".join(lines)
-    train = outcomes[-1]
-    assert train.exercise.name == "train" and "held-out accuracy 100.0%" in "\n".join(train.lines)
+    outcomes = {o.exercise.name: o for o in grade(workspace.directory, out=lines.append, say=_quiet)}
+    assert outcomes.pop("softmax").status == "failing"
+    assert outcomes.pop("train").lines == ["blocked by 01 softmax (failing)"]
+    assert {name: o.status for name, o in outcomes.items() if o.status != "done"} == {}
+    report = "\n".join(lines)
+    assert report.count("the mistake, in softmax_backward: only the diagonal of the softmax Jacobian") == 1
+    assert lines[-1] == "next: softmax_backward in t03_softmax.py (exercise 01 softmax)"
+    assert max(len(line) for line in report.split("\n")) <= 100
 
 
+def test_an_endless_loop_is_stopped_and_located(tmp_path):
+    workspace = write_workspace(tmp_path / "ws", only=["softmax", "linear"], solutions=True)
+    _replace(workspace, "t03_softmax.py", "    y = cache.y\n", "    y = cache.y\n    while True:\n        y = y + 0\n")
+    line = Path(workspace.path("t03_softmax.py")).read_text().split("\n").index("        y = y + 0") + 1
+    outcomes = {o.exercise.name: o for o in grade(workspace.directory, timeout=4, out=_quiet, say=_quiet)}
+    assert outcomes["softmax"].lines[0] == (f"stopped after 4 s in softmax_backward (t03_softmax.py:{line}): "
+                                            f"an endless loop, or very slow code?")
+    assert outcomes["linear"].status == "done"                # contained in its own process
+
+
+def test_printing_is_capped_and_counted_and_shown_on_request(tmp_path):
+    workspace = write_workspace(tmp_path / "ws", only=["softmax"], solutions=True)
+    _replace(workspace, "t03_softmax.py", "    y = cache.y\n", "    y = cache.y\n    for i in range(3000):\n"
+             "        print('step', i)\n")
+    outcome = grade(workspace.directory, out=_quiet, say=_quiet)[0]
+    assert outcome.status == "done" and not any("printed" in line for line in outcome.lines)
+    shown = grade(workspace.directory, out=_quiet, say=_quiet, show_output=True)[0].lines
+    assert "your code printed:" in shown and "  step 0" in shown
+    more = next(line for line in shown if "more lines" in line)
+    assert more.strip().startswith("...") and int(more.split()[1].replace(",", "")) > 2000
+
+
+def test_a_crash_is_contained_and_named_in_the_learners_file(tmp_path):
+    workspace = write_workspace(tmp_path / "ws", only=["softmax"], solutions=True)
+    _replace(workspace, "t03_softmax.py", "    y = cache.y\n", "    y = cache.why\n")
+    outcome = grade(workspace.directory, out=_quiet, say=_quiet)[0]
+    text = "\n".join(outcome.lines)
+    assert outcome.status == "failing" and "AttributeError" in text
+    assert "t03_softmax.py:" in text and "softmax_backward" in text
+
+
+def test_a_half_written_exercise_names_the_stub_left(tmp_path):
+    workspace = write_workspace(tmp_path / "ws", only=["linear"], solutions=True)
+    stubbed = write_workspace(tmp_path / "stub", only=["linear"])
+    key_source = Path(workspace.path("t02_linear.py")).read_text()
+    stub_source = Path(stubbed.path("t02_linear.py")).read_text()
+    node = functions_by_qualname(ast.parse(stub_source))["Linear.backward"]
+    body = "\n".join(stub_source.split("\n")[node.lineno - 1:node.end_lineno])
+    Path(workspace.path("t02_linear.py")).write_text(with_body(key_source, "Linear.backward", textwrap.dedent(body)))
+    outcome = grade(workspace.directory, out=_quiet, say=_quiet)[0]
+    assert outcome.status == "failing"
+    assert any("not finished: Linear.backward still raises its stub" in line for line in outcome.lines)
+
+
+# -- the generic diagnoses, by hand ------------------------------------------------------------------------
 def test_ratio_and_shape_diagnoses_by_hand():
-    expected = np.array([[1.0, -2.0], [0.5, 4.0]])
-    assert constant_ratio(-expected, expected) == pytest.approx(-1)
+    expected = np.array([[1.0, -2.0], [0.5, 3.0]])
+    assert constant_ratio(2 * expected, expected) == pytest.approx(2.0)
     assert constant_ratio(expected + np.eye(2), expected) is None
+    assert "sign flip" in ratio_diagnosis(-1.0, {})
     assert "1/sqrt(D) = 0.5 is missing" in ratio_diagnosis(2.0, {"1/sqrt(D)": 0.5})
-    assert "applied twice" in ratio_diagnosis(0.5, {"1/sqrt(D)": 0.5})
-    assert "transpose" in shape_diagnosis((3, 5, 2), (3, 2, 5))
-    assert "wrong axes" in shape_diagnosis((4, 7), (7,))
+    assert "transpose" in shape_diagnosis((3, 2), (2, 3))
+    assert "wrong axes" in shape_diagnosis((3,), (2, 3))

@@ -28,15 +28,32 @@ def test_readme_has_the_library_example():
 @pytest.mark.parametrize("index", range(len(python_blocks())))
 def test_every_python_block_of_the_readme_runs_as_printed(index, tmp_path):
     block = python_blocks()[index]
+    if "import torch" in block:
+        pytest.importorskip("torch", reason="a README block for PyTorch users (pip install torch==2.13.0)")
     done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True,
                           env={k: v for k, v in os.environ.items() if k != "NPFORMER_TRACK"},
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+    if "conform(\"softmax\"" in block:
+        # the README shows the report of a backward without the sum term: the mistake is named
+        assert "the mistake: the sum term is missing" in done.stdout, done.stdout
     if "model.backward(d_logits, cache)" in block:
         # what README says it prints: a small loss, and the text continued as it was taught
         loss_line, continuation = done.stdout.strip().splitlines()[-2:]
         assert float(loss_line.split(":")[1]) < 0.2
         assert continuation.startswith("at on the log")
+
+
+def test_the_readme_counts_the_catalogued_mistakes():
+    from npformer.testing.mistakes.registry import CATALOGUE
+    assert f"one of the {len(CATALOGUE)} catalogued learners' mistakes" in README.read_text(encoding="utf-8")
+
+
+def test_the_readme_lists_every_component_conform_checks():
+    from npformer.testing import COMPONENTS
+    text = README.read_text(encoding="utf-8")
+    for component in COMPONENTS.values():
+        assert f"| `{component.name}` | `{component.signature.replace('|', '/')}` |" in text
 
 
 # -- the upstream gradient of a backward --------------------------------------------------------
@@ -71,6 +88,26 @@ def test_a_float64_gradient_into_a_float32_model_is_refused(track):
         _, norm_cache = layer.forward(np.ones((2, 8), np.float32))
         with pytest.raises(TypeError, match=r"LayerNorm.backward: d_out: expected dtype float32"):
             layer.backward(np.ones((2, 8)), norm_cache)
+
+
+@pytest.mark.parametrize("track", ["plain", "fast"])
+def test_a_gradient_of_another_shape_is_refused_not_broadcast(track):
+    # logits[0] ([N, V]) would broadcast over the batch of one and give a silently wrong gradient
+    model = _model()
+    with nf.track(track):
+        logits, cache = model.forward(np.array([[1, 2, 3, 4]]))
+        for wrong in (logits[0], logits[:, :-1]):
+            with pytest.raises(ValueError, match=r"DecoderLM.backward: d_out: expected shape \(1, 4, 11\) "
+                                                 r"\(forward's output\), got "):
+                model.backward(wrong, cache)
+        encoder = nf.Encoder(nf.EncoderConfig(vocab_size=11, d_model=8, n_heads=2, n_layers=1, max_len=6,
+                                              pooler=True))
+        states, cache = encoder.forward(np.array([[1, 2, 3]]))
+        with pytest.raises(ValueError, match=r"Encoder.backward: d_out: expected shape \(1, 3, 8\)"):
+            encoder.backward(states[0], cache)
+        pooled, pool_cache = encoder.pooler.forward(states)
+        with pytest.raises(ValueError, match=r"Pooler.backward: d_out: expected shape \(1, 8\)"):
+            encoder.pooler.backward(pooled[0], pool_cache)
 
 
 def test_a_list_or_a_number_is_not_a_gradient():

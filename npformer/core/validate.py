@@ -199,3 +199,20 @@ def check_choice(name, value, allowed):
     if value not in allowed:
         raise ValueError(f"{name}: expected one of {tuple(allowed)}, got {value!r}")
     return value
+
+
+def check_states(name, states):
+    """A float array [B, N, d] (hidden states)."""
+    if not isinstance(states, np.ndarray) or states.ndim != 3 or \
+            not np.issubdtype(states.dtype, np.floating):
+        raise TypeError(f"{name}: expected a float array [B, N, d], got "
+                        f"{getattr(states, 'dtype', type(states).__name__)} of shape {np.shape(states)}")
+    return states
+
+
+def check_reader_and_memory(x, memory):
+    """x [B, N, d] reading memory [B, M, d_memory]: both 3-D, one batch."""
+    if x.ndim != 3 or memory.ndim != 3 or x.shape[0] != memory.shape[0]:
+        raise ValueError(f"x, memory: expected [B, N, d] and [B, M, d_memory] with the same B, "
+                         f"got shapes {x.shape} and {memory.shape}")
+    return x, memory

@@ -13,7 +13,7 @@ import numpy as np
 from ..testing import mistakes
 from ..testing.cases import CASES
 from ..testing.components import find
-from ..testing.conformance import Checker, fixed_properties, search, smallest_failure
+from ..testing.conformance import Checker
 from ..testing.judge import judge_case
 from ..testing.patching import patched
 from ..testing.subject import Subject, describe_error
@@ -57,11 +57,7 @@ def judge_component(name, patches, candidates):
     """[CheckResult] of one component on drawn inputs, each failure at its smallest example."""
     checker = Checker(PatchedSubject(name, patches))
     checker.candidates = candidates                   # the exercise's own functions are the patched ones
-    if search(checker.component.draw, checker.record, EXAMPLES, SEED, checker.corners) is not None:
-        for check in checker.results.values():
-            if check.failure is not None:
-                check.failure = smallest_failure(checker, check.name, EXAMPLES, SEED)
-    return list(checker.results.values()) + fixed_properties(checker.subject)
+    return checker.run(EXAMPLES, SEED)
 
 
 def _component_entry(name, check):
@@ -88,22 +84,39 @@ def _case_entry(case, size, verdict):
         "error": describe_error(error) if error is not None else None}
 
 
-def _claims(exercise, patches, progress):
+def _run_claim(check, patches):
+    """(ok, detail) of one claim with ``patches`` in place."""
     import npformer
-    entries = []
+    try:
+        with patched(patches), np.errstate(all="ignore"):
+            return True, check(npformer, npformer)
+    except claims.ClaimFailed as failure:
+        return False, str(failure)
+    except Exception as error:                 # noqa: BLE001 - the learner's code raised
+        return False, f"your code raised {describe_error(error)}"
+
+
+class _ClaimFailure:
+    """A failing claim seen as a failure with candidate mistakes: those that fail it with the
+    very same numbers."""
+
+    def __init__(self, entry, check, candidates):
+        self.entry = entry
+        self.matches = [m for m in candidates if _run_claim(check, m.patches()) == (False, entry["detail"])]
+        self.mistake = self.matches[0] if self.matches else None
+
+
+def _claims(exercise, patches, progress, candidates):
+    """[entry] of the exercise's claims, and the failures among them for ``settle``."""
+    entries, failures = [], []
     for text, check in claims.of(exercise.name):
         _say(progress, text)
-        entry = {"claim": text, "ok": False}
-        try:
-            with patched(patches):
-                entry["detail"] = check(npformer, npformer)
-            entry["ok"] = True
-        except claims.ClaimFailed as failure:
-            entry["detail"] = str(failure)
-        except Exception as error:             # noqa: BLE001 - the learner's code raised
-            entry["detail"] = f"your code raised {describe_error(error)}"
+        ok, detail = _run_claim(check, patches)
+        entry = {"claim": text, "ok": ok, "detail": detail}
+        if not ok:
+            failures.append(_ClaimFailure(entry, check, candidates))
         entries.append(entry)
-    return entries
+    return entries, failures
 
 
 def judge_exercise(exercise, patches, progress=None):
@@ -119,14 +132,17 @@ def judge_exercise(exercise, patches, progress=None):
             _say(progress, f"{case} (size {size})")
             build = (lambda case=case, size=size: CASES[case](np.random.default_rng(size), size))
             fixed.append((case, size, _CaseFailure(judge_case(build, patches, candidates))))
+    claim_entries, claim_failures = _claims(exercise, patches, progress, candidates)
     # several mistakes may fit one check: name the one that fits them all
-    mistakes.settle([c.failure for _, c in drawn if c.failure is not None] + [f for _, _, f in fixed])
+    mistakes.settle([c.failure for _, c in drawn if c.failure is not None] + [f for _, _, f in fixed]
+                    + claim_failures)
     for _, _, found in fixed:
         found.verdict["mistake"] = found.mistake
+    for found in claim_failures:
+        found.entry["mistake"] = _mistake_json(found.mistake)
     checks = [_component_entry(name, check) for name, check in drawn]
     checks += [_case_entry(case, size, found.verdict) for case, size, found in fixed]
-    return {"exercise": exercise.name, "checks": checks, "claims": _claims(exercise, patches, progress),
-            "error": None}
+    return {"exercise": exercise.name, "checks": checks, "claims": claim_entries, "error": None}
 
 
 def _say(path, text):

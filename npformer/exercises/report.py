@@ -18,7 +18,9 @@ STUB = re.compile(r"NotImplementedError: exercise (\d+) \(.*?\): write ([\w.]+)"
 def _check_name(entry):
     if "component" in entry:
         return f"{entry['component']}: {entry['check']}"
-    return f"{entry['case']} (size {entry['size']})"
+    if "claim" in entry:
+        return f"claim: {entry['claim']}"
+    return f"{entry['case']}, gradient-check case {entry['size']}"
 
 
 def _findings(entry):
@@ -27,6 +29,8 @@ def _findings(entry):
     if found:
         return [(("mistake", found["name"]),
                  [f"the mistake, in {found['function']}: {found['says']}", f"re-check: {found['recheck']}"])]
+    if "claim" in entry:
+        return [(("claim", entry["claim"]), [entry["detail"]])]
     message = entry.get("message") or entry.get("error")
     if entry.get("error"):
         stub = STUB.search(entry["error"])
@@ -66,7 +70,7 @@ def failure_lines(entries):
     out = []
     for key in order:
         found = seen[key]
-        more = f" (same in {found['more']} more check{'s' * (found['more'] > 1)})" if found["more"] else ""
+        more = f" (and {found['more']} more check{'s' * (found['more'] > 1)})" if found["more"] else ""
         out.append(f"{_check_name(found['first'])}{more}")
         out += ["  " + line for line in found["lines"]]
         if key[0] == "mistake" and consequences:
@@ -118,10 +122,9 @@ def describe_run(exercise, result, code, printed, stopped, timeout, show_output=
     failing = [c for c in checks if not c["ok"]]
     if not failing and all(c["ok"] for c in claims):
         return "done", _done_lines(checks, claims) + _printed(printed, show_output)
-    lines = failure_lines(failing)
+    lines = failure_lines(failing + [c for c in claims if not c["ok"]])
     lines.append(f"{len(checks) - len(failing)} of {len(checks)} checks pass" +
                  (f"; {sum(c['ok'] for c in claims)} of {len(claims)} claims hold" if claims else ""))
-    lines += ["  " + line for line in claim_lines(claims)]
     return "failing", lines + _printed(printed, True)
 
 
@@ -161,9 +164,9 @@ def progress_table(outcomes, forward=False):
     rows = [f"\nprogress: {done} of {len(outcomes)} done"]
     label = max([len(o.exercise.label) for o in outcomes] + [10])
     status = max([len(o.status) for o in outcomes] + [4])
-    room = max(10, WIDTH - 2 - label - 2 - 2 - status)
-    for o in outcomes:
-        files = ", ".join(os.path.basename(f) for f in o.exercise.files(forward)) or "-"
+    names = [", ".join(os.path.basename(f) for f in o.exercise.files(forward)) or "-" for o in outcomes]
+    room = min(max(len(n) for n in names), max(10, WIDTH - 2 - label - 2 - 2 - status))
+    for o, files in zip(outcomes, names):
         files = files if len(files) <= room else files[:room - 3] + "..."
         rows.append(f"  {o.exercise.label:{label}}  {files:{room}}  {o.status}")
     return "\n".join(rows)

@@ -26,8 +26,8 @@ class Adapted:
     """A foreign function as ``conform`` calls it: ``forward(*args, **options) -> out`` and
     ``vjp(inputs, d_out) -> gradients``, both on numpy arrays."""
 
-    def __init__(self, name, forward, vjp):
-        self.name, self.forward, self.vjp = name, forward, vjp
+    def __init__(self, name, forward, vjp, fn):
+        self.name, self.forward, self.vjp, self.fn = name, forward, vjp, fn
 
 
 def _require(module, install):
@@ -70,7 +70,7 @@ def from_torch(fn, name=None):
         # an input the function never read has a zero gradient (autograd says None)
         return tuple(np.zeros(t.shape) if g is None else g.detach().numpy() for t, g in zip(wrt, grads))
 
-    return Adapted(name or getattr(fn, "__name__", "torch function"), forward, vjp)
+    return Adapted(name or getattr(fn, "__name__", "torch function"), forward, vjp, fn)
 
 
 def from_jax(fn, name=None):
@@ -93,7 +93,7 @@ def from_jax(fn, name=None):
         _, pullback = jax.vjp(lambda *xs: fn(**dict(zip(floats, xs)), **others), *floats.values())
         return tuple(np.asarray(g) for g in pullback(np.asarray(d_out, np.float64)))
 
-    return Adapted(name or getattr(fn, "__name__", "jax function"), forward, vjp)
+    return Adapted(name or getattr(fn, "__name__", "jax function"), forward, vjp, fn)
 
 
 def _names_of(fn, count):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 MATCH_TOL = 1e-7                 # float64 against float64, relative to the tensor's largest entry
+ABS_TOL = 1e-12                  # below this two results agree whatever their size: what is left
+                                 # of terms of size ~1 cancelling is rounding, not a mistake
 
 
 def relative_error(mine, expected):
@@ -36,10 +38,10 @@ def equal(x, y, tol=MATCH_TOL):
         return False
     x, y = x[finite], y[finite]
     scale = max(np.abs(x).max(initial=0), np.abs(y).max(initial=0), 1e-12)
-    return bool(np.abs(x - y).max(initial=0) <= tol * scale)
+    return bool(np.abs(x - y).max(initial=0) <= max(tol * scale, ABS_TOL))
 
 
-def compare_tensor(name, mine, expected, factors=None, tol=MATCH_TOL, atol=0.0):
+def compare_tensor(name, mine, expected, factors=None, tol=MATCH_TOL, atol=ABS_TOL):
     """None when ``mine`` matches ``expected``; else {"name", "message", "diagnoses", and where
     known "rel_error", "worst_index", "yours", "expected"}."""
     factors = factors or {}
@@ -64,7 +66,8 @@ def compare_tensor(name, mine, expected, factors=None, tol=MATCH_TOL, atol=0.0):
             "yours": float(mine[worst]), "expected": float(expected[worst]),
             "message": (f"{name}: relative error {error:.2e}, worst at {tuple(worst)}: yours "
                         f"{float(mine[worst]):.6g}, expected {float(expected[worst]):.6g}"),
-            "diagnoses": value_diagnoses(mine, expected, factors)}
+            "diagnoses": value_diagnoses(mine, expected, factors, "output" if name.startswith("output")
+                                         else "gradient")}
 
 
 def shape_diagnosis(mine, expected):
@@ -90,39 +93,49 @@ def _near(a, b):
     return abs(a - b) <= 1e-6 * max(1.0, abs(b))
 
 
-def ratio_diagnosis(c, factors):
-    """What a gradient that is exactly c times the right one says about the mistake."""
+def ratio_diagnosis(c, factors, what="gradient"):
+    """What a ``what`` (gradient or output) that is exactly c times the right one says."""
     if _near(c, -1):
-        return "a sign flip: yours is exactly minus the right gradient"
+        return f"a sign flip: yours is exactly minus the right {what}"
     if _near(c, 0):
-        return "all zeros: the gradient is computed but never returned or added into .grad?"
+        return (f"all zeros: the {what} is computed but never returned"
+                + (" or added into .grad?" if what == "gradient" else "?"))
     for name, value in factors.items():
         for sign, flipped in ((1, ""), (-1, " and the sign flipped")):
             if _near(c, sign / value):
-                return (f"yours is {c:.4g} times the right gradient everywhere: the factor "
+                return (f"yours is {c:.4g} times the right {what} everywhere: the factor "
                         f"{name} = {value:.4g} is missing{flipped}")
             if _near(c, sign * value):
-                return (f"yours is {c:.4g} times the right gradient everywhere: the factor "
+                return (f"yours is {c:.4g} times the right {what} everywhere: the factor "
                         f"{name} = {value:.4g} is applied twice{flipped}")
-    return (f"yours is {c:.4g} times the right gradient everywhere: a constant factor is missing or "
+    return (f"yours is {c:.4g} times the right {what} everywhere: a constant factor is missing or "
             f"extra (the 1/sqrt(D) scale, the 1/n of a mean, a count?)")
 
 
-def value_diagnoses(mine, expected, factors):
-    """Diagnoses of a gradient of the right shape with the wrong values."""
+def value_diagnoses(mine, expected, factors, what="gradient"):
+    """Diagnoses of a ``what`` (gradient or output) of the right shape with the wrong values."""
     if not mine.any() and expected.any():
-        return ["all zeros: the gradient is computed but never returned or added into .grad?"]
+        return [ratio_diagnosis(0.0, factors, what)]
+    if not expected.any():
+        return [f"the right {what} is exactly 0 everywhere on this example and yours is not"]
     ratio = constant_ratio(mine, expected)
     if ratio is not None:
-        return [ratio_diagnosis(ratio, factors)]
+        return [ratio_diagnosis(ratio, factors, what)]
     scale = max(np.abs(expected).max(initial=0), 1e-12)
     wrong = np.abs(mine - expected) > MATCH_TOL * scale
     zero = expected == 0
     if zero.any() and wrong.any() and not (wrong & ~zero).any():
         first = tuple(int(i) for i in np.argwhere(wrong)[0])
-        return [f"wrong only where the gradient must be exactly 0 ({int(wrong.sum())} masked or "
-                f"ignored entries, e.g. {first}): the mask is not applied in the backward"]
+        return [f"wrong only where the {what} must be exactly 0 ({int(wrong.sum())} masked or "
+                f"ignored entries, e.g. {first}): " + ZERO_CAUSE[what]]
     if mine.ndim >= 2 and mine.shape[-1] == mine.shape[-2] and \
             np.allclose(mine, expected.swapaxes(-1, -2), rtol=1e-9, atol=1e-12 * scale):
-        return ["yours is the transpose of the right gradient: a missing transpose"]
+        return [f"yours is the transpose of the right {what}: a missing transpose"]
     return []
+
+
+ZERO_CAUSE = {
+    "gradient": "the mask is not applied in the backward",
+    "output": ("the mask is not applied, or a query with no key to read gets weights that are not "
+               "zero (a finite fill such as -1e9 gives it the average of the values)"),
+}

@@ -12,6 +12,7 @@ inputs as a dict ``{argument name: value}`` and returns the gradients the same w
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 from . import references as ref
@@ -38,6 +39,12 @@ class Component:
             return ref.pair(forward, backward)
         return forward, backward
 
+    def option_defaults(self):
+        """{name: default} of the reference forward's keyword parameters with a default."""
+        forward = self.reference_pair()[0]
+        return {p.name: p.default for p in inspect.signature(forward).parameters.values()
+                if p.default is not p.empty}
+
     @property
     def forward_only(self):
         """True for a component without a backward (the AdamW update, KV-cached decoding)."""
@@ -49,6 +56,8 @@ def _pair(name, title, signature, draw, module, fn, gradients, functions=()):
     return Component(name, title, signature, draw, (forward, backward), gradients,
                      (forward, backward) + tuple(functions))
 
+
+SOFTMAX = ("t03_softmax.softmax_forward", "t03_softmax.softmax_backward")  # what attention runs inside
 
 COMPONENTS = {c.name: c for c in (
     _pair("softmax", "softmax over an axis, with a boolean mask",
@@ -73,18 +82,19 @@ COMPONENTS = {c.name: c for c in (
     _pair("attention", "scaled dot-product attention (every head its own keys)",
           "attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None) -> (out, cache)",
           st.attention_inputs(grouped=False), "t04_attention", "attention", "(d_q, d_k, d_v)",
-          ("t04_attention.may_read",)),
+          ("t04_attention.may_read",) + SOFTMAX),
     _pair("grouped_attention", "attention with key/value heads shared by groups of query heads (GQA, MQA)",
           "grouped_attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None) "
           "-> (out, cache)", st.attention_inputs(grouped=True), "t04_attention", "grouped_attention",
           "(d_q, d_k, d_v)", ("t04_attention.attention_forward", "t04_attention.attention_backward",
-                              "t04_attention.may_read")),
+                              "t04_attention.may_read") + SOFTMAX),
     Component("multi_head_attention", "multi-head attention with Wq, Wk, Wv, Wo (GQA when w_k is narrower)",
               "multi_head_forward(x, w_q, w_k, w_v, w_o, n_heads, mask=None, causal=False) -> (out, cache)",
               st.multi_head_inputs(), (ref.multi_head_forward, ref.multi_head_backward),
               "(d_x, d_w_q, d_w_k, d_w_v, d_w_o)",
               ("t04_attention.MultiHeadAttention.forward", "t04_attention.MultiHeadAttention.backward",
-               "t04_attention.MultiHeadAttention.split_heads", "t04_attention.MultiHeadAttention.merge_heads")),
+               "t04_attention.MultiHeadAttention.split_heads", "t04_attention.MultiHeadAttention.merge_heads",
+               "t04_attention.attention_forward", "t04_attention.attention_backward") + SOFTMAX),
     Component("rope", "rotary position embedding (pairs turned by position-dependent angles)",
               "rope_forward(x, positions, base=10000.0, layout='half') -> (out, cache)", st.rope_inputs(),
               (ref.rope_forward, ref.rope_backward), "(d_x, None)",

@@ -18,7 +18,7 @@ from hypothesis import seed as hypothesis_seed
 
 from . import components as catalogue
 from . import mistakes, properties, strategies
-from .compare import compare_tensor, equal
+from .compare import ABS_TOL, compare_tensor, equal
 from .patching import patched
 from .report import CheckResult, ConformanceReport, Failure
 from .subject import Subject, describe_error
@@ -53,6 +53,20 @@ def search(strategy, failing, examples, seed, corners=()):
     return None
 
 
+def explore(strategy, record, examples, seed, corners=()):
+    """Run ``record(example)`` on the corners, then on ``examples`` drawn examples (none shrunk)."""
+    @hypothesis_seed(seed)
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck), phases=(Phase.explicit, Phase.generate),
+              verbosity=Verbosity.quiet)
+    @given(strategy)
+    def probe(example):
+        record(example)
+    for corner in reversed(corners):
+        probe = hypothesis_example(corner)(probe)
+    probe()
+
+
 def factors(component, example):
     """{name: value} of the constant factors a gradient of this component must not lose."""
     args = dict(zip(example.names, example.args))
@@ -69,15 +83,27 @@ def factors(component, example):
 class Checker:
     """Runs the implementation and the reference on examples; keeps what each check saw."""
 
-    def __init__(self, subject, rtol=None, atol=0.0):
+    def __init__(self, subject, rtol=None, atol=ABS_TOL):
         self.subject, self.reference = subject, Subject.reference(subject.component)
         self.component = subject.component
         self.rtol, self.atol, self.dtype = rtol, atol, None
         self.properties = [p for p in properties.of(self.component.name) if p.drawn and
-                           (subject.differentiates or not p.needs_backward)]
-        self.results, self.seen, self.shrinking = {}, [], False
+                           (subject.differentiates or not p.needs_backward) and not self.vacuous(p)]
+        self.results, self.seen = {}, []
         self.candidates = mistakes.of_functions(self.component.functions)
-        self.corners = strategies.corner_examples(self.component.name)
+        self.corners = [c for c in strategies.corner_examples(self.component.name) if subject.can_run(c)]
+        draw = self.component.draw
+        self.strategy = draw.filter(subject.can_run) if subject.untaken else draw
+
+    def vacuous(self, prop):
+        """True when the implementation takes none of the options the property is about."""
+        return bool(prop.needs_any) and all(o in self.subject.untaken for o in prop.needs_any)
+
+    def vacuous_checks(self):
+        """A skipped CheckResult for each property the implementation's options leave empty."""
+        return [CheckResult(p.text, "property", skipped=f"{self.subject.name} takes no {' or '.join(p.needs_any)}")
+                for p in properties.of(self.component.name) if self.vacuous(p)
+                and (self.subject.differentiates or not p.needs_backward)]
 
     def tolerance(self):
         """The relative tolerance: given, or the one of the implementation's output dtype."""
@@ -96,9 +122,7 @@ class Checker:
         """{check name: failure message or None} on one example."""
         self._dtype_of(example)
         mine, error = self.subject.outcome(example)
-        right, _ = self.reference.outcome(example)
-        if not self.subject.differentiates:
-            right = {name: value for name, value in right.items() if name.startswith("output")}
+        right = self.reference_outcome(example)
         found = {}
         for name, expected in right.items():
             if error:
@@ -121,29 +145,44 @@ class Checker:
         except Exception as error:         # noqa: BLE001 - the implementation's own error
             return f"your implementation raised {describe_error(error)}"
 
+    def reference_outcome(self, example):
+        """The reference's results on ``example``: what the implementation is compared on
+        (the output alone when it has no backward)."""
+        right, _ = self.reference.outcome(example)
+        if not self.subject.differentiates:
+            right = {name: value for name, value in right.items() if name.startswith("output")}
+        return right
+
     def record(self, example):
-        """``compare`` and remember: which checks ran, and the first few examples."""
+        """``compare`` and remember: how often each check ran, its first failure, and the
+        first few examples."""
         found = self.compare(example)
-        if self.shrinking:                  # hypothesis is shrinking a failure: count nothing more
-            return any(f is not None for f in found.values())
         if len(self.seen) < 4:
             self.seen.append(example)
-        self.shrinking = any(f is not None for f in found.values())
         for name, failure in found.items():
             kind = "output" if name.startswith("output") else "gradient" if name.startswith("gradient") \
                 else "property"
             check = self.results.setdefault(name, CheckResult(name, kind))
             check.examples += 1
             if failure is not None and check.failure is None:
-                check.failure = Failure(None, failure if isinstance(failure, str) else failure["message"])
-        return any(f is not None for f in found.values())
+                check.failure = Failure(None, _message(failure))
+
+    def run(self, examples, seed):
+        """[CheckResult]: every check on ``examples`` drawn inputs (and the corners), each failure
+        shrunk to its smallest example and diagnosed, then the fixed-number properties."""
+        explore(self.strategy, self.record, examples, seed, self.corners)
+        for check in self.results.values():
+            if check.failure is not None:
+                check.failure = smallest_failure(self, check.name, examples, seed)
+        return list(self.results.values()) + fixed_properties(self.subject) + self.vacuous_checks()
 
 
 def _message(found):
     return found if isinstance(found, str) else found["message"]
 
 
-def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0, rtol=None, atol=0.0):
+def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0, rtol=None,
+            atol=ABS_TOL):
     """Check ``forward`` (and ``backward`` or ``vjp``) against npformer's ``component``.
 
     ``component``: a name of ``npformer.testing.COMPONENTS`` ("softmax", "attention",
@@ -151,20 +190,20 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
     ``forward`` may also be an adapter such as ``from_torch(fn)``, which brings its own vjp.
     ``examples``: inputs drawn per search; ``seed``: the hypothesis seed (same seed, same
     examples); ``rtol``: relative tolerance (default: by the output's dtype, 1e-9 for float64,
-    1e-4 for float32); ``atol``: absolute tolerance added to it.
+    1e-4 for float32); ``atol``: an absolute difference below which values agree whatever
+    their size (1e-12: what cancelling terms of size ~1 leave).
     Returns a ``ConformanceReport``: ``ok``, each check, and for a failure its smallest
     example, the worst element, and the catalogued mistake it matches when one does.
     """
     subject = as_subject(component, forward, backward, vjp)
     checker = Checker(subject, rtol, atol)
     report = ConformanceReport(subject.component.name, subject.name, examples, seed, 0.0, "float64")
-    failing = search(subject.component.draw, checker.record, examples, seed, checker.corners)
+    if subject.untaken:
+        taken = ", ".join(f"{k}={v!r}" for k, v in subject.untaken.items())
+        report.notes.append(f"{subject.name} takes no {', '.join(subject.untaken)}: checked only on "
+                            f"examples with {taken}")
+    report.checks = checker.run(examples, seed)
     report.tolerance, report.dtype = checker.tolerance(), checker.dtype or "float64"
-    if failing is not None:
-        for check in checker.results.values():
-            if check.failure is not None:
-                check.failure = smallest_failure(checker, check.name, examples, seed)
-    report.checks = list(checker.results.values()) + fixed_properties(subject)
     mistakes.settle([c.failure for c in report.checks if c.failure is not None])
     if not subject.differentiates and not subject.component.forward_only:
         report.checks.append(CheckResult("gradients", "gradient", skipped="no backward or vjp given"))
@@ -174,8 +213,9 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
 def as_subject(component, forward, backward=None, vjp=None):
     """A ``Subject`` from conform's arguments (an adapter brings its own forward and vjp)."""
     name = getattr(forward, "__name__", None)
+    signature_of = forward
     if hasattr(forward, "vjp") and hasattr(forward, "forward"):          # from_torch, from_jax
-        forward, vjp, name = forward.forward, forward.vjp, forward.name
+        forward, vjp, name, signature_of = forward.forward, forward.vjp, forward.name, forward.fn
     component = catalogue.find(component)
     if component.name == "kv_decode":
         step = forward
@@ -183,37 +223,46 @@ def as_subject(component, forward, backward=None, vjp=None):
         def forward(q, k, v):                                            # noqa: F811 - the step, looped
             from .references import decode_all
             return decode_all(step, q, k, v)
-    return Subject(component, forward, backward, vjp, name=name)
+    return Subject(component, forward, backward, vjp, name=name, signature_of=signature_of)
 
 
 def smallest_failure(checker, name, examples, seed):
     """The check ``name``'s failure on the smallest example hypothesis finds, diagnosed."""
     def fails(example):
         return checker.compare(example).get(name) is not None
-    example = search(checker.component.draw, fails, examples, seed, checker.corners)
+    # hypothesis's own search first, for an example it can shrink; the corners if it finds none
+    example = search(checker.strategy, fails, examples, seed) or \
+        search(checker.strategy, fails, examples, seed, checker.corners)
     if example is None:                                   # flaky: keep what the first search saw
         return checker.results[name].failure
     found = checker.compare(example)[name]
     failure = Failure(example, _message(found), diagnoses=[] if isinstance(found, str) else found["diagnoses"])
     if not name.startswith(("output", "gradient")):
         return failure
-    failure.matches = matching_mistakes(checker, [example] + checker.seen)
+    failure.matches = matching_mistakes(checker, [example] + checker.seen, outputs_only=name.startswith("output"))
     failure.mistake = failure.matches[0] if failure.matches else None
     if failure.mistake is not None:
         failure.diagnoses = []
     return failure
 
 
-def matching_mistakes(checker, examples):
+def matching_mistakes(checker, examples, outputs_only=False):
     """The catalogued mistakes that compute exactly what the implementation computed on every
-    one of ``examples`` (and differ from the reference on one), in catalogue order."""
+    one of ``examples`` (and differ from the reference on one), in catalogue order.
+    ``outputs_only``: compare the outputs alone (a wrong output is a forward's mistake, whatever
+    the backward beside it does)."""
     tol = checker.tolerance()
-    theirs = [checker.subject.outcome(e)[0] for e in examples]
-    right = [checker.reference.outcome(e)[0] for e in examples]
+
+    def outcomes(run):
+        found = [run(e) for e in examples]
+        return [{k: v for k, v in f.items() if k.startswith("output")} for f in found] if outputs_only \
+            else found
+    theirs = outcomes(lambda e: checker.subject.outcome(e)[0])
+    right = outcomes(checker.reference_outcome)
     found = []
     for candidate in checker.candidates:
         with patched(candidate.patches()):
-            wrong = [checker.reference.outcome(e)[0] for e in examples]
+            wrong = outcomes(checker.reference_outcome)
         if all(_same(w, t, tol) for w, t in zip(wrong, theirs)) and \
                 not all(_same(w, r, 1e-12) for w, r in zip(wrong, right)):
             found.append(candidate)

@@ -1,6 +1,7 @@
 """What ``conform`` found: each check, and for a failure the smallest example and the mistake."""
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 WIDTH = 100
@@ -49,6 +50,7 @@ class ConformanceReport:
     dtype: str
     checks: list = field(default_factory=list)
     error: str = ""                      # the implementation could not be run at all
+    notes: list = field(default_factory=list)   # how the checks were narrowed, one line each
 
     @property
     def ok(self):
@@ -74,13 +76,17 @@ class ConformanceReport:
             skipped = [c for c in self.checks if c.skipped]
             note = f"; {len(skipped)} checks not run: {skipped[0].skipped}" if skipped else ""
             return f"conforms ({self.examples} examples, every property{note})"
-        failed = self.failures
-        return f"does not conform: {len(failed)} of {len(self.checks)} checks fail"
+        ran = [c for c in self.checks if not c.skipped]
+        skipped = len(self.checks) - len(ran)
+        return (f"does not conform: {len(self.failures)} of {len(ran)} checks fail"
+                + (f" ({skipped} not run)" if skipped else ""))
 
     def __str__(self):
         head = (f"{self.implementation} against npformer's {self.component} ({self.dtype}, tolerance "
                 f"{self.tolerance:.0e}, up to {self.examples} examples, seed {self.seed})")
-        lines = [head]
+        lines = textwrap.wrap(head, WIDTH, subsequent_indent="  ")
+        for note in self.notes:
+            lines += textwrap.wrap(f"note: {note}", WIDTH, initial_indent="  ", subsequent_indent="    ")
         for check in self.checks:
             lines += _check_lines(check)
         lines.append(self.summary())
@@ -89,18 +95,22 @@ class ConformanceReport:
 
 def _check_lines(check):
     status = "ok  " if check.passed else "skip" if check.skipped else "FAIL"
-    count = f"{check.examples} examples" if check.kind != "property" or check.examples > 1 else ""
+    plural = "" if check.examples == 1 else "s"
+    count = f"{check.examples} example{plural}" if check.kind != "property" or check.examples > 1 else ""
     name = check.name if len(check.name) <= 70 else check.name[:67] + "..."
-    lines = [f"  {status}  {name:70} {check.skipped or count}".rstrip()]
+    extra = check.skipped or count
+    line = f"  {status}  {name:70} {extra}".rstrip()
+    lines = [line] if len(line) <= WIDTH else [f"  {status}  {name}", f"        {extra}"]
     failure = check.failure
     if failure is None:
         return lines
-    lines.append(f"        {failure.message}")
+    said = [failure.message]
     if failure.mistake is not None:
-        lines.append(f"        the mistake: {failure.mistake.says}")
-        lines.append(f"        re-check: {failure.mistake.recheck}")
-    for diagnosis in failure.diagnoses:
-        lines.append(f"        diagnosis: {diagnosis}")
+        said += [f"the mistake: {failure.mistake.says}", f"re-check: {failure.mistake.recheck}"]
+    said += [f"diagnosis: {diagnosis}" for diagnosis in failure.diagnoses]
+    for text in said:
+        lines += textwrap.wrap(text, WIDTH, initial_indent=" " * 8, subsequent_indent=" " * 10,
+                               break_on_hyphens=False)
     if failure.example is not None:
         lines.append("        smallest example:")
         lines += ["          " + line for line in failure.example.describe(WIDTH - 12).split("\n")]

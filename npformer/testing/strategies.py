@@ -329,7 +329,9 @@ def _rope_corners(rng):
 def _cross_entropy_corners(rng):
     targets = rng.integers(0, 5, (2, 3))
     targets[0, 1] = IGNORE_INDEX
-    return [Example(("logits", "targets"), (_normal(rng, 2, 3, 5), targets))]
+    huge = 800.0 * _normal(rng, 2, 3, 5)                     # logits far beyond exp's range
+    return [Example(("logits", "targets"), (_normal(rng, 2, 3, 5), targets)),
+            Example(("logits", "targets"), (huge, targets))]
 
 
 def _multi_head_corners(rng):
@@ -362,6 +364,17 @@ def _adamw_corners(rng):
             Example(names, first, {**settings, "weight_decay": 0.0})]
 
 
+def _relu_corners(rng):
+    x = _normal(rng, 2, 3, 4)
+    x[0, 0, :2] = 0.0                              # exactly 0: the slope there is 0 by convention
+    return [Example(("x",), (x,))]
+
+
+def _log_softmax_corners(rng):
+    far = np.array([[1000.0, 999.0, 998.5], [-1000.0, -999.0, -1001.0]])
+    return [Example(("x",), (_normal(rng, 2, 3, 4),), {"axis": 1}), Example(("x",), (far,), {"axis": -1})]
+
+
 def _l2_corners(rng):
     x = _normal(rng, 2, 3, 4)
     x[0, 0] *= 1e-13 / np.linalg.norm(x[0, 0])            # shorter than eps = 1e-12: divided by eps
@@ -378,5 +391,6 @@ _CORNERS = {
     "layernorm": lambda rng: _norm_corners(rng, True), "rmsnorm": lambda rng: _norm_corners(rng, False),
     "rope": _rope_corners, "cross_entropy": _cross_entropy_corners, "multi_head_attention": _multi_head_corners,
     "embedding": _embedding_corners, "linear": _linear_corners, "adamw": _adamw_corners,
-    "kv_decode": _decode_corners, "l2_normalize": _l2_corners,
+    "kv_decode": _decode_corners, "l2_normalize": _l2_corners, "relu": _relu_corners,
+    "log_softmax": _log_softmax_corners,
 }

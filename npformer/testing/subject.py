@@ -7,6 +7,7 @@ gives everything to compare at once: the output and one gradient per float input
 """
 from __future__ import annotations
 
+import inspect
 import os
 import traceback
 
@@ -29,12 +30,22 @@ class Subject:
     function ``step(q_t, k_t, v_t, cache) -> (out_t, cache)``.
     """
 
-    def __init__(self, component, forward, backward=None, vjp=None, name=None):
+    def __init__(self, component, forward, backward=None, vjp=None, name=None, signature_of=None):
         self.component = catalogue.find(component) if isinstance(component, str) else component
         if backward is not None and vjp is not None:
             raise ValueError("backward, vjp: give one of them, not both")
         self.forward, self.backward, self.vjp = forward, backward, vjp
         self.name = name or getattr(forward, "__name__", "forward")
+        self.untaken = untaken_options(signature_of or forward, self.component.option_defaults())
+
+    def can_run(self, example):
+        """False when the example sets an option this implementation does not take to a value
+        other than its default (a function without ``causal`` cannot be asked for causality)."""
+        return all(_same_value(example.options.get(name, default), default)
+                   for name, default in self.untaken.items())
+
+    def _options(self, options):
+        return {k: v for k, v in options.items() if k not in self.untaken}
 
     @classmethod
     def reference(cls, component):
@@ -51,7 +62,7 @@ class Subject:
     # -- calls ----------------------------------------------------------------------------------
     def _call(self, args, options):
         """(output, cache or None)."""
-        result = self.forward(*args, **options)
+        result = self.forward(*args, **self._options(options))
         if self.backward is not None:
             if not (isinstance(result, tuple) and len(result) == 2):
                 raise UsageError(f"forward: with backward= given, forward must return (out, cache); "
@@ -72,7 +83,7 @@ class Subject:
             return None
         if self.vjp is not None:
             names = self.component_names(args)
-            returned = self.vjp({**dict(zip(names, args)), **options}, d_out)
+            returned = self.vjp({**dict(zip(names, args)), **self._options(options)}, d_out)
         else:
             _, cache = self._call(args, options)
             returned = self.backward(np.array(d_out), cache)
@@ -104,6 +115,25 @@ class Subject:
             floats = [n for n, a in zip(example.names, example.args) if is_float_array(a)]
             values.update({f"gradient of {n}": _as_array(g) for n, g in zip(floats, grads)})
         return values
+
+
+def untaken_options(function, defaults):
+    """{name: default} of the component's options with a default that ``function`` takes no
+    parameter for ({} when it takes ``**kwargs`` or its signature cannot be read)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return {}
+    named = {p.name for p in parameters if p.kind is not p.POSITIONAL_ONLY}
+    return {name: default for name, default in defaults.items() if name not in named}
+
+
+def _same_value(value, default):
+    if isinstance(value, np.ndarray) or isinstance(default, np.ndarray):
+        return False
+    return value is default or value == default
 
 
 def _as_array(x):
@@ -143,4 +173,10 @@ def describe_error(error):
               if not os.path.abspath(f.filename).startswith(PACKAGE + os.sep)]
     where = f" (in {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}, {frames[-1].name})" \
         if frames else ""
-    return f"{type(error).__name__}: {str(error)[:300]}{where}"
+    hint = ""
+    if any(word in str(error) for word in SHAPE_WORDS):
+        hint = "; a shape mismatch: check each transpose (.T, .swapaxes(-1, -2)) and keepdims=True"
+    return f"{type(error).__name__}: {str(error)[:300]}{where}{hint}"
+
+
+SHAPE_WORDS = ("matmul", "not aligned", "could not be broadcast", "mismatch in its core dimension")

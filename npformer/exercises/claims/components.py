@@ -33,6 +33,19 @@ def _(L, R):
     close("position table gradient", positions.weight.grad[:5], d_out.sum(axis=0))
 
 
+@claim("multi-head", "backward after a KV-cached decoding step is refused: the cache is for inference")
+def _(L, R):
+    g = rng()
+    mha = _mha(L, g)
+    cache = L.t13_kv_cache.KVCache(1, 1, 2, 4, 4, np.float64)
+    out, step = mha.forward(g.standard_normal((1, 1, 8)), kv=cache.layers[0])
+    try:
+        mha.backward(g.standard_normal(out.shape), step)
+    except NotImplementedError:
+        return None
+    raise ClaimFailed("backward ran through a KV-cached decoding step; it must raise NotImplementedError")
+
+
 @claim("multi-head", "causal: the gradient of the output at position 2 reaches no input after it")
 def _(L, R):
     g = rng()

@@ -78,6 +78,30 @@ def _(L, R):
     close("cached logits", np.concatenate(steps, axis=1), full, 1e-10)
 
 
+@claim("kv-cache", "keys of another shape than the cache was made for are refused with a ValueError")
+def _(L, R):
+    cache = L.t13_kv_cache.KVCache(1, 2, 2, 4, 3, np.float64)
+    wrong = np.zeros((2, 1, 1, 3))                       # one key/value head where the cache holds two
+    try:
+        cache.layers[0].write(wrong, wrong)
+    except ValueError:
+        return None
+    raise ClaimFailed("LayerKV.write stored keys of shape (2, 1, 1, 3) in a cache of 2 heads")
+
+
+@claim("kv-cache", "with a sliding window of 2, a prompt of 3 then one token at a time through the KV "
+                   "cache gives the full forward's logits")
+def _(L, R):
+    g = rng()
+    model = _decoder(L, g, n_layers=2, n_kv_heads=1, window=2)
+    ids = g.integers(0, 13, (2, 6))
+    full = model.forward(ids)[0]
+    cache = model.new_kv_cache(2)
+    steps = [model.forward(ids[:, :3], kv_cache=cache)[0]]           # three new queries at once
+    steps += [model.forward(ids[:, t:t + 1], kv_cache=cache)[0] for t in range(3, 6)]
+    close("cached logits", np.concatenate(steps, axis=1), full, 1e-10)
+
+
 # -- MoE ------------------------------------------------------------------------------------------
 @claim("moe", "an expert no token chose receives no gradient")
 def _(L, R):

@@ -167,6 +167,7 @@ def _(rng, size):
 @case("Embeddings (sinusoidal)")
 def _(rng, size):
     B, N, d, H = shape(size)
+    d = d + 1                                   # an odd width: one cosine column fewer than sines
     embed = Embeddings(Embedding(7, d, rng), SinusoidalPositions(N + 2, d))
     return embed, (rng.integers(0, 7, (B, N)),), {"positions": np.arange(2, 2 + N)}
 
@@ -236,8 +237,12 @@ def _(rng, size):
 
 def _block(prenorm, rng, size):
     B, N, d, H = shape(size)
-    config = BlockConfig(d_model=d, n_heads=H, prenorm=prenorm, ffn=("gelu", "relu", "swiglu")[size])
-    return build_block(config, rng, np.float64), (normal(rng, B, N, d),), {}
+    config = BlockConfig(d_model=d, n_heads=H, prenorm=prenorm, ffn=("gelu", "relu", "swiglu")[size],
+                         rope=size == 2)
+    # the mask and the positions a model hands its blocks: left padding, each row's own offsets
+    options = [{}, {"mask": padding_mask(np.full(B, N - 1), N, side="left")},
+               {"mask": padding_mask(np.full(B, N - 1), N), "positions": np.arange(N)[None] + np.arange(B)[:, None]}]
+    return build_block(config, rng, np.float64), (normal(rng, B, N, d),), options[size]
 
 
 @case("PreNormBlock")

@@ -52,7 +52,10 @@ class WithAuxLoss(Module):
         return np.append(out.ravel(), cache.aux_loss), WithAuxCache(cache, out.shape)
 
     def backward(self, d_out, cache):
-        """The target's backward; the last upstream entry must be the layers' aux weight."""
+        """The target's backward; the last upstream entry is the aux loss's: a MoE layer takes it
+        as its ``d_aux``, a model's layers must have it as their aux weight."""
+        if isinstance(self.target, MoE):
+            return self.target.backward(d_out[:-1].reshape(cache.shape), cache.inner, d_aux=d_out[-1])
         if any(not np.isclose(w, d_out[-1], rtol=0, atol=1e-15) for w in aux_weights(self.target)):
             raise ValueError(f"d_out: its last entry (the aux loss's upstream) must equal the layers' "
                              f"aux_weight {aux_weights(self.target)}, got {d_out[-1]}")

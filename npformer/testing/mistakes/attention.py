@@ -181,3 +181,63 @@ mistake("flash-forward-not-rescaled", "t18_flash_attention.flash_attention_forwa
         "acc = acc * rescale + p @ v_heads[:, :, start:stop]", "acc = acc + p @ v_heads[:, :, start:stop]",
         "when the running maximum grows, the sum so far is rescaled by exp(m - m_new), like the total",
         "acc = acc exp(m - m_new) + sum_j exp(s_j - m_new) v_j")
+mistake("attention-both-scales-missing", ATT, (D_Q, D_K), ("d_q = d_scores @ k", "d_k = d_scores.swapaxes(-1, -2) @ q"),
+        "scores = q k^T * scale: d_q and d_k both carry the factor scale (1/sqrt(D))", ATT_RECHECK)
+mistake("attention-scale-divided", ATT, (D_Q, D_K),
+        ("d_q = d_scores @ k / scale", "d_k = d_scores.swapaxes(-1, -2) @ q / scale"),
+        "scale is already 1/sqrt(D) and the forward multiplied by it: so does the backward", ATT_RECHECK)
+mistake("attention-forward-causal-ignored", FWD,
+        "mask = combine_masks(check_mask(mask, (B, H, N, M)), causal, check_window(window), N, M)",
+        "mask = check_mask(mask, (B, H, N, M))",
+        "causal=True (and window) must add the causal rule to the mask: a query reads no later key",
+        "weights = softmax(scores) where may_read")
+mistake("mha-heads-concatenated-on-features", MHA, "np.concatenate([d_q, d_k, d_v], axis=1)",
+        "np.concatenate([d_q, d_k, d_v], axis=-1)",
+        "the fused features were cut into heads along the heads axis ([Q | K | V] heads): join the "
+        "gradients on that axis (1), not on the features", MHA_RECHECK)
+mistake("rope-backward-in-place", ROT, ROT_CALL,
+        "d_x = d_out.copy()\n    d_a, d_b = pairs(d_x, self.layout, self.rotated)\n"
+        "    d_a[...] = d_a * cache.cos + d_b * cache.sin\n    d_b[...] = -d_a * cache.sin + d_b * cache.cos\n"
+        "    return d_x",
+        "d_a is overwritten before d_b is computed from it: both new halves come from the old ones",
+        ROT_RECHECK)
+mistake("rope-rotate-turns-backwards", "t05_rope.rotate",
+        ("out_a[...] = a * cos - b * sin", "out_b[...] = a * sin + b * cos"),
+        ("out_a[...] = a * cos + b * sin", "out_b[...] = -a * sin + b * cos"),
+        "each pair is turned by -θ: the rotation is (a cos θ - b sin θ, a sin θ + b cos θ)",
+        "(a, b) -> (a cos θ - b sin θ, a sin θ + b cos θ)")
+mistake("rope-rotate-zeros-passthrough", "t05_rope.rotate", "out = x.copy()", "out = np.zeros_like(x)",
+        "features past D_rot are not rotated but pass through unchanged: start from a copy of x",
+        "(a, b) -> (a cos θ - b sin θ, a sin θ + b cos θ); the rest as it is")
+mistake("gqa-values-not-summed", GQA, GQA_RETURN, "return d_q, sum_groups(d_k_heads, group), d_v_heads",
+        "the values were repeated too: d_v is summed over each group like d_k", GQA_RECHECK)
+mistake("gqa-forward-caches-copies", "t04_attention.grouped_attention_forward",
+        "return out, replace(cache, k=k, v=v)", "return out, cache",
+        "the cache keeps the H_kv shared heads, not their repeated copies: the backward repeats them again",
+        "query head h reads key/value head h // (H / H_kv)")
+KV = "t13_kv_cache.LayerKV.write"
+mistake("kv-cache-writes-at-start", KV, ("self.k[:, :, start:start + n] = k_new", "self.v[:, :, start:start + n] = v_new"),
+        ("self.k[:, :, :n] = k_new", "self.v[:, :, :n] = v_new"),
+        "new positions go after the cached ones, at length .. length + n", "keys 0 .. length + n")
+mistake("kv-cache-returns-capacity", KV, "return self.k[:, :, :start + n], self.v[:, :, :start + n]",
+        "return self.k, self.v", "return only the positions written so far (:length + n): the rest of the "
+        "preallocated cache is empty", "keys 0 .. length + n")
+mistake("kv-cache-window-from-the-end", "t13_kv_cache.LayerKV.extend",
+        "first = first_readable_key(k_new.shape[2], k.shape[2], window)", "first = max(k.shape[2] - window, 0)",
+        "with several new queries, the earliest of them reaches further back: keep every key any of them "
+        "may read (first_readable_key)", "query - W < key <= query, for each new query")
+FLASH_FWD = "t18_flash_attention.flash_attention_forward"
+FLASH_FWD_RECHECK = ("m_new = max(m, max s);  l = l exp(m - m_new) + sum exp(s - m_new);  "
+                     "acc likewise;  out = acc / l;  lse = m + log l")
+mistake("flash-forward-max-not-kept", FLASH_FWD, "running_max = new_max", "new_max = new_max",
+        "keep the running maximum (m = m_new after each block), or every block rescales from the first",
+        FLASH_FWD_RECHECK)
+mistake("flash-forward-lse-without-max", FLASH_FWD, "running_max + np.log(np.where(readable, total, 1))",
+        "np.log(np.where(readable, total, 1))",
+        "the total was summed with exponents shifted by the running maximum: lse = m + log l", FLASH_FWD_RECHECK)
+mistake("flash-forward-empty-rows-nan", FLASH_FWD, "out = acc / np.where(readable, total, 1)", "out = acc / total",
+        "a row with no readable key has total 0: give it a zero output instead of 0/0", FLASH_FWD_RECHECK)
+mistake("flash-forward-rescale-unguarded", FLASH_FWD, "rescale = np.exp(running_max - safe_max)",
+        "rescale = np.exp(running_max - new_max)",
+        "until a row has seen a readable key both maxima are -inf, and -inf - (-inf) is NaN: rescale "
+        "with the guarded maximum", FLASH_FWD_RECHECK)

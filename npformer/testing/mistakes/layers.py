@@ -170,3 +170,47 @@ mistake("layernorm-unbiased-variance", "t08_norm.layernorm_forward",
 mistake("rmsnorm-sum-of-squares", "t08_norm.rmsnorm_forward", "(x ** 2).mean(axis=-1, keepdims=True)",
         "(x ** 2).sum(axis=-1, keepdims=True)", "the rms is the root of the mean of the squares, not of their sum",
         "xhat = x / sqrt(mean(x^2) + eps)")
+SIN = "t01_embedding.sinusoid_table"
+SIN_RECHECK = "PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i), w_i = base^(-2i/d), p from 0"
+mistake("sinusoid-two-i-doubled", SIN, "w = base ** (-np.arange(0, d, 2) / d)", "w = base ** (-2 * np.arange(0, d, 2) / d)",
+        "np.arange(0, d, 2) is already 2i: doubling it again makes the frequencies fall twice as fast", SIN_RECHECK)
+mistake("sinusoid-positive-exponent", SIN, "w = base ** (-np.arange(0, d, 2) / d)", "w = base ** (np.arange(0, d, 2) / d)",
+        "the frequencies are base^(-2i/d): the exponent is negative", SIN_RECHECK)
+mistake("sinusoid-sin-cos-swapped", SIN, ("table[:, 0::2] = np.sin(p * w)", "table[:, 1::2] = np.cos(p * w[: d // 2])"),
+        ("table[:, 0::2] = np.cos(p * w)", "table[:, 1::2] = np.sin(p * w[: d // 2])"),
+        "even columns hold the sines, odd columns the cosines", SIN_RECHECK)
+mistake("sinusoid-halves-layout", SIN, ("table[:, 0::2] = np.sin(p * w)", "table[:, 1::2] = np.cos(p * w[: d // 2])"),
+        ("table[:, : (d + 1) // 2] = np.sin(p * w)", "table[:, (d + 1) // 2:] = np.cos(p * w[: d // 2])"),
+        "sines and cosines alternate (even, odd columns), not the first half and the second half", SIN_RECHECK)
+mistake("sinusoid-positions-from-one", SIN, "p = np.arange(max_len)[:, None]", "p = np.arange(1, max_len + 1)[:, None]",
+        "positions start at 0: the first row is sin 0 = 0, cos 0 = 1", SIN_RECHECK)
+mistake("embedding-padding-row-zeroed", EMB, "np.add.at(self.weight.grad, ids, d_rows)",
+        "np.add.at(self.weight.grad, ids, d_out.reshape(-1, d))\n"
+        "    if self.padding_idx is not None:\n        self.weight.grad[self.padding_idx] = 0",
+        "zeroing the padding row after adding also erases what was already in its gradient (a tied head, "
+        "an earlier pass): leave out the positions that read padding instead", EMB_RECHECK)
+mistake("ffn-backward-always-gelu", FFN, "_, act_backward = ACTIVATIONS[self.activation]",
+        "_, act_backward = ACTIVATIONS['gelu']",
+        "use the backward of this FFN's own activation, ACTIVATIONS[self.activation]", "d_h = act'(h) * d_a")
+mistake("swiglu-sigmoid-gate", "t07_ffn.swiglu_gate_forward", "gated, silu = silu_forward(g)",
+        "_, silu = silu_forward(g)\n    gated = silu.s",
+        "SwiGLU gates with SiLU(g) = g sigmoid(g), not sigmoid(g) alone (that is GLU)", "h = SiLU(g) * u")
+mistake("layernorm-sums-not-means", LN, ("d_xhat.mean(axis=-1", "(d_xhat * xhat).mean(axis=-1"),
+        ("d_xhat.sum(axis=-1", "(d_xhat * xhat).sum(axis=-1"),
+        "the two correction terms are means over the d features (they carry 1/d), not sums", LN_RECHECK)
+mistake("layernorm-module-gamma-beta-swapped", "t08_norm.LayerNorm.backward",
+        "d_x, d_gamma, d_beta = layernorm_backward(d_out, cache)", "d_x, d_beta, d_gamma = layernorm_backward(d_out, cache)",
+        "layernorm_backward returns (d_x, d_gamma, d_beta): the gain's and the shift's gradients are swapped",
+        "gamma.grad += d_gamma; beta.grad += d_beta")
+mistake("layernorm-module-beta-assigned", "t08_norm.LayerNorm.backward", "self.beta.grad += d_beta",
+        "self.beta.grad = d_beta", "beta.grad is assigned, not accumulated (+=)", "beta.grad += d_beta")
+mistake("rmsnorm-module-gain-never-added", "t08_norm.RMSNorm.backward", "self.gamma.grad += d_gamma", "pass",
+        "d_gamma is computed but never added into gamma.grad", "gamma.grad += d_gamma")
+mistake("layernorm-forward-over-axis-0", "t08_norm.layernorm_forward",
+        ("mean = x.mean(axis=-1, keepdims=True)", "var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)"),
+        ("mean = x.mean(axis=0, keepdims=True)", "var = ((x - mean) ** 2).mean(axis=0, keepdims=True)"),
+        "LayerNorm normalises each position over its d features (axis -1), not over the batch",
+        "mean and var over the last axis")
+mistake("rmsnorm-forward-variance", "t08_norm.rmsnorm_forward", "(x ** 2).mean(axis=-1, keepdims=True)",
+        "x.var(axis=-1, keepdims=True)", "RMSNorm divides by the root mean square, not the standard deviation",
+        "xhat = x / sqrt(mean(x^2) + eps)")

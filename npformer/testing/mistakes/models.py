@@ -222,3 +222,93 @@ mistake("decode-logits-bias-mean", SEQ, "sum_over_positions(d_logits)",
         "d_logits.reshape(-1, d_logits.shape[-1]).mean(axis=0)",
         "the logits bias is added at every position: its gradient is the sum over positions, not the mean",
         "d_bias = sum over positions of d_logits")
+mistake("postnorm-norm1-skipped", POST, "d_sum1 = self.norm1.backward(d_h, cache.norm1)", "d_sum1 = d_h",
+        "h = Norm1(x + attended): d_h goes back through Norm1's backward first", POST_RECHECK)
+mistake("postnorm-attention-reads-d-h", POST, "return d_sum1 + self.attn.backward(d_sum1, cache.attn)",
+        "return d_sum1 + self.attn.backward(d_h, cache.attn)",
+        "the attention's output entered the sum before Norm1: its gradient is d_sum1, after Norm1's backward",
+        POST_RECHECK)
+PRE_FWD = "t09_block.PreNormBlock.forward"
+mistake("prenorm-forward-residual-from-normed", PRE_FWD, "h = x + attended", "h = a + attended",
+        "the residual adds the block's input x, not its normalised copy: h = x + Attn(Norm1(x))", PRE_RECHECK)
+mistake("prenorm-forward-norm2-reads-x", PRE_FWD, "f, norm2 = self.norm2.forward(h)", "f, norm2 = self.norm2.forward(x)",
+        "the FFN reads Norm2(h), the stream after the attention's residual", PRE_RECHECK)
+mistake("postnorm-forward-normalises-attention-only", "t09_block.PostNormBlock.forward",
+        "h, norm1 = self.norm1.forward(x + attended)", "normed, norm1 = self.norm1.forward(attended)\n"
+        "    h = x + normed", "Post-Norm normalises the residual sum: h = Norm1(x + Attn(x))", POST_RECHECK)
+mistake("tied-head-table-never-added", HEAD, "self.weight.grad += d_weight_t.T", "pass",
+        "the head reads the token table: it must add its share (x^T d_logits)^T into the table's gradient",
+        "d_E += (x^T d_logits)^T")
+mistake("tied-head-forward-scaled", "t10_model.TiedHead.forward", "linear_forward(x, self.weight.data.T)",
+        "linear_forward(x, self.weight.data.T / np.sqrt(x.shape[-1]))",
+        "the tied head is plain x E^T (no 1/sqrt(d))", "logits = x E^T")
+mistake("decoder-router-grads-dropped", LM, "cache.blocks[i], **moe_grads[i])", "cache.blocks[i])",
+        "with the pooled router loss each MoE block receives its share of that loss's gradient", LM_RECHECK)
+mistake("log-softmax-sum-weighted-by-p", LOG, LOG_RETURN,
+        "return d_out - cache.probs * np.sum(d_out * cache.probs, axis=cache.axis, keepdims=True)",
+        "the subtracted term is p times the sum of d_y alone (d_y * p is softmax's rule)", LOG_RECHECK)
+mistake("log-softmax-sum-without-p", LOG, LOG_RETURN, "return d_out - np.sum(d_out, axis=cache.axis, keepdims=True)",
+        "the subtracted sum is shared out in proportion to p: p * sum(d_y)", LOG_RECHECK)
+mistake("log-softmax-adds-the-max-back", "t11_loss.log_softmax_forward", "y = shifted - log_total",
+        "y = x - log_total", "log_total was computed from x - max: y = (x - max) - log_total",
+        "y = x - max - log sum e^(x - max)")
+mistake("adamw-correction-precedence", ADAM, "m_hat = m / (1 - b1 ** step)", "m_hat = m / (1 - b1) ** step",
+        "the correction is 1 - b1^t (b1 to the power t), not (1 - b1)^t", ADAM_RECHECK)
+mistake("adamw-decay-after-the-step", ADAM,
+        ("data = data - lr * weight_decay * data", "data = data - lr * m_hat / (np.sqrt(v_hat) + eps)"),
+        ("data = data", "data = data - lr * m_hat / (np.sqrt(v_hat) + eps)\n    data = data - lr * weight_decay * data"),
+        "decay the parameter as it was before this step: p -= lr (update + wd p)", ADAM_RECHECK)
+mistake("adamw-betas-swapped", ADAM, ("m = b1 * m + (1 - b1) * grad", "v = b2 * v + (1 - b2) * grad * grad"),
+        ("m = b2 * m + (1 - b2) * grad", "v = b1 * v + (1 - b1) * grad * grad"),
+        "b1 (0.9) averages the gradient and b2 (0.999) its square", ADAM_RECHECK)
+mistake("adamw-stores-corrected-moments", ADAM, ("m_hat = m / (1 - b1 ** step)", "v_hat = v / (1 - b2 ** step)"),
+        ("m = m / (1 - b1 ** step)", "v = v / (1 - b2 ** step)\n    m_hat, v_hat = m, v"),
+        "keep the running moments uncorrected: return m and v as they are, use the corrected copies only "
+        "for the step", ADAM_RECHECK)
+mistake("moe-aux-gradient-left-out", MOE, "d_probs += (cache.real[:, None] * d_mean_probs / n_real).astype(d_probs.dtype)",
+        "d_probs = d_probs", "the load-balancing loss depends on the router probabilities through P_e: add its "
+        "gradient", MOE_RECHECK)
+mistake("moe-expert-gradients-overwrite", MOE, "d_flat[rows] += expert.backward(", "d_flat[rows] = expert.backward(",
+        "with top-k > 1 a token visits several experts: add (+=) each expert's input gradient", MOE_RECHECK)
+MOE_FWD = "t14_moe.MoE.forward"
+mistake("moe-forward-least-likely-experts", MOE_FWD, "chosen = np.argsort(-probs,", "chosen = np.argsort(probs,",
+        "argsort sorts in ascending order: sort -probs to choose the k most likely experts", MOE_RECHECK)
+mistake("moe-forward-outputs-overwrite", MOE_FWD, "y[rows] += weights[rows, slots, None] * out",
+        "y[rows] = weights[rows, slots, None] * out", "a token is served by k experts: add (+=) each weighted output",
+        MOE_RECHECK)
+mistake("moe-forward-aux-without-e", MOE_FWD, "aux_loss = float(E * np.dot(load, mean_probs))",
+        "aux_loss = float(np.dot(load, mean_probs))", "the load-balancing loss is E sum_e f_e P_e", MOE_RECHECK)
+mistake("moe-forward-load-counts-padding", MOE_FWD, "np.bincount(chosen[real].ravel()", "np.bincount(chosen.ravel()",
+        "f_e counts the routing of real tokens only: leave padded positions out", MOE_RECHECK)
+mistake("l2-normalize-dot-without-y", L2, "np.sum(y * d_out, axis=-1, keepdims=True)", "np.sum(d_out, axis=-1, keepdims=True)",
+        "the part removed lies along y: y (y . d_out), the dot product of y with d_out",
+        "d_x = (d_out - y (y . d_out)) / |x|")
+mistake("encoder-caches-not-reversed", ENC, "zip(reversed(self.blocks), reversed(cache.blocks))",
+        "zip(reversed(self.blocks), cache.blocks)", "each block is undone with its own cache: reverse both",
+        "undo in reverse: final norm, the blocks from the last to the first, the embeddings")
+mistake("mean-pool-forward-over-padded-length", "t15_encoder.mean_pool_forward",
+        "weights = real / np.maximum(count, 1)", "weights = real / N",
+        "the mean is over the real tokens: divide by their count, not the padded length N",
+        "v_b = sum_n m_bn s_bn / sum_n m_bn")
+L2F = "t15_encoder.l2_normalize_forward"
+mistake("l2-normalize-forward-squared-length", L2F, "norm = np.sqrt(np.sum(x * x, axis=-1, keepdims=True))",
+        "norm = np.sum(x * x, axis=-1, keepdims=True)", "the length is the square root of the sum of squares",
+        "y = x / max(|x|, eps)")
+mistake("l2-normalize-forward-adds-eps", L2F, "length = np.where(clamped, x.dtype.type(eps), norm)",
+        "length = norm + eps", "the length is max(|x|, eps), not |x| + eps", "y = x / max(|x|, eps)")
+mistake("cross-attention-kv-heads-not-moved-back", CROSS, "np.concatenate([d_k, d_v], axis=1).transpose(0, 2, 1, 3)",
+        "np.concatenate([d_k, d_v], axis=1)",
+        "the heads came from [B, M, 2 H_kv, D]: move the heads axis back behind the positions",
+        "d_memory = [d_k | d_v] [Wk | Wv]^T")
+CROSS_FWD = "t16_cross_attention.CrossAttention.forward"
+mistake("cross-attention-kv-interleaved", CROSS_FWD, "k, v = kv[:, :H_kv], kv[:, H_kv:]", "k, v = kv[:, 0::2], kv[:, 1::2]",
+        "the kv projection's columns are [K | V], all key heads first", "k = kv[:, :H_kv], v = kv[:, H_kv:]")
+mistake("cross-attention-merge-without-transpose", CROSS_FWD, "merged = mixed.transpose(0, 2, 1, 3).reshape(B, N, H * D)",
+        "merged = mixed.reshape(B, N, H * D)", "put the heads side by side per position: [B, N, H, D] first",
+        "[B, H, N, D] -> [B, N, H*D]")
+mistake("decoder-block-self-attention-reads-d-g", BLOCK, "d_a = self.attn.backward(d_h, cache.attn)",
+        "d_a = self.attn.backward(d_g, cache.attn)",
+        "the self-attention's output entered h, so its gradient is d_h (which carries the cross path)",
+        "each residual passes its gradient on unchanged")
+mistake("decode-final-norm-skipped", SEQ, "d_x = self.final_norm.backward(d_x, cache.final_norm)", "d_x = d_x",
+        "the decoder ends in a final norm: undo it right after the head", "d_memory = sum over the layers of d_read")

@@ -9,6 +9,9 @@ SUM = "np.sum(d_out * y, axis=cache.axis, keepdims=True)"
 mistake("softmax-diagonal-only", BACKWARD, f"return y * (d_out - {SUM})", "return y * (1 - y) * d_out",
         "only the diagonal of the softmax Jacobian: each weight also depends on every other score "
         "of its row, which the sum term carries", RECHECK)
+mistake("softmax-no-sum-term", BACKWARD, f"return y * (d_out - {SUM})", "return y * d_out",
+        "the sum term is missing: each weight depends on every score of its row, so d_x_i also "
+        "subtracts y_i sum_j d_y_j y_j", RECHECK)
 mistake("softmax-sum-over-axis-0", BACKWARD, SUM, "np.sum(d_out * y, axis=0, keepdims=True)",
         "the sum runs over axis 0, not over the axis the softmax normalised (cache.axis)", RECHECK)
 mistake("softmax-no-outer-y", BACKWARD, f"return y * (d_out - {SUM})", f"return d_out - {SUM}",
@@ -24,6 +27,10 @@ mistake("softmax-mask-ignored", FORWARD, "x = np.where(mask, x, -np.inf)", "x = 
         "scores where the mask is False become -inf before the exponential")
 mistake("softmax-mask-to-zero", FORWARD, "x = np.where(mask, x, -np.inf)", "x = np.where(mask, x, 0)",
         "masked scores are set to 0, which still gets weight e^0 / sum; they must be -inf",
+        "scores where the mask is False become -inf before the exponential")
+mistake("softmax-finite-mask-fill", FORWARD, "x = np.where(mask, x, -np.inf)", "x = np.where(mask, x, -1e9)",
+        "masked scores are set to a large finite number (-1e9): a row with nothing to read then "
+        "gets equal weights, the average of the values, instead of zeros",
         "scores where the mask is False become -inf before the exponential")
 mistake("softmax-normalised-over-axis-0", FORWARD, "total = np.sum(e, axis=axis, keepdims=True)",
         "total = np.sum(e, axis=0, keepdims=True)",
@@ -103,3 +110,24 @@ mistake("gelu-cache-keeps-output", f"{ACT}.gelu_forward", "return x * _Phi(x), A
         "return x * _Phi(x), ActivationCache(x * _Phi(x))",
         "the cache must keep the input x: the backward evaluates GELU's derivative at x",
         "y = x Phi(x); backward needs x")
+mistake("softmax-normalised-over-last-axis", FORWARD, "total = np.sum(e, axis=axis, keepdims=True)",
+        "total = np.sum(e, axis=-1, keepdims=True)",
+        "the exponentials are divided by a sum over the last axis whatever axis was asked for",
+        FWD_RECHECK)
+mistake("relu-step-at-zero", f"{ACT}.relu_backward", "(cache.x > 0)", "(cache.x >= 0)",
+        "at x = 0 ReLU's slope is taken as 0 (the convention npformer and PyTorch share): x > 0, not >=",
+        "d_x = d_y * [x > 0]")
+mistake("gelu-density-unnormalised", f"{ACT}.gelu_backward", GELU, "return d_out * (_Phi(x) + x * np.exp(-0.5 * x * x))",
+        "the normal density is exp(-x^2 / 2) / sqrt(2 pi): the 1 / sqrt(2 pi) is missing",
+        "d_x = d_y (Phi(x) + x phi(x))")
+mistake("gelu-forward-density", f"{ACT}.gelu_forward", "return x * _Phi(x), ActivationCache(x)",
+        "return x * _phi(x), ActivationCache(x)", "GELU multiplies x by the normal CDF Phi, not by the density phi",
+        "y = x Phi(x)")
+mistake("gelu-tanh-forward-brackets", f"{ACT}.gelu_tanh_forward", "u = GELU_C * (x + GELU_A * x ** 3)",
+        "u = GELU_C * x + GELU_A * x ** 3", "sqrt(2/pi) multiplies the whole bracket: u = c (x + a x^3)",
+        "y = 0.5 x (1 + tanh(c (x + a x^3)))")
+mistake("silu-forward-sigmoid-sign", f"{ACT}.silu_forward", "s = sigmoid(x)", "s = 1 / (1 + np.exp(x))",
+        "sigmoid(x) = 1 / (1 + e^-x): with e^+x it is sigmoid(-x)", "y = x / (1 + e^-x)")
+mistake("relu-forward-reduction", f"{ACT}.relu_forward", "np.maximum(x, 0)", "np.max(x, 0)",
+        "np.max(x, 0) is the largest entry along axis 0 (a reduction); elementwise it is np.maximum(x, 0)",
+        "y = max(x, 0) elementwise")

@@ -38,8 +38,11 @@ def _unread_keys(example):
     return ~allowed.reshape(B, H // _group(example), _group(example) * N, M).any(axis=2)
 
 
+READERS = ("mask", "causal", "window")          # what decides which keys a query may read
+
 for _name in ("attention", "grouped_attention"):
-    @prop(_name, "keys a query may not read change nothing: new values there leave the output as it was")
+    @prop(_name, "keys a query may not read change nothing: new values there leave the output as it was",
+          needs_any=READERS)
     def attention_ignores_unreadable_keys(subject, example):
         q, k, v = example.args
         unread = _unread_keys(example)[..., None]                 # [B, H_kv, M, 1]
@@ -49,14 +52,15 @@ for _name in ("attention", "grouped_attention"):
         moved = subject.output((q, np.where(unread, k + 2.5, k), np.where(unread, -v, v)), example.options)
         close("the output after changing the keys and values no query may read", moved, out)
 
-    @prop(_name, "a query with no readable key gives a zero output, not NaN")
+    @prop(_name, "a query with no readable key gives a zero output, not NaN", needs_any=READERS)
     def attention_of_nothing_is_zero(subject, example):
         empty = ~_allowed(example).any(axis=-1)                   # [B, H, N]
         if empty.any():
             out = subject.output(example.args, example.options)
             zero("the output of queries with nothing to read", np.nan_to_num(out[empty], nan=1.0))
 
-    @prop(_name, "keys no query may read get exactly zero gradient in d_k and d_v", needs_backward=True)
+    @prop(_name, "keys no query may read get exactly zero gradient in d_k and d_v", needs_backward=True,
+          needs_any=READERS)
     def attention_unread_keys_get_no_gradient(subject, example):
         unread = _unread_keys(example)
         if unread.any():
@@ -92,7 +96,8 @@ def grouped_attention_sums_the_group(subject, example):
 
 
 # -- multi-head attention ------------------------------------------------------------------------
-@prop("multi_head_attention", "causal: the output at a position does not change when later inputs do")
+@prop("multi_head_attention", "causal: the output at a position does not change when later inputs do",
+      needs_any=("causal",))
 def multi_head_attention_is_causal(subject, example):
     x = example.args[0]
     if not example.options.get("causal") or x.shape[1] < 2:

@@ -20,7 +20,8 @@ def softmax_rows_sum_to_one(subject, example):
     close("row sums", np.sum(y, axis=axis, keepdims=True), np.where(any_readable, 1.0, 0.0))
 
 
-@prop("softmax", "a masked entry gets weight exactly 0; a row with nothing readable gives zeros, not NaN")
+@prop("softmax", "a masked entry gets weight exactly 0; a row with nothing readable gives zeros, not NaN",
+      needs_any=("mask",))
 def softmax_masked_weights_are_zero(subject, example):
     x, mask = example.args[0], example.options.get("mask")
     if mask is None:
@@ -55,7 +56,7 @@ def softmax_gradient_rows_sum_to_zero(subject, example):
     close("row sums of the gradient", np.sum(d_x, axis=axis), 0.0)
 
 
-@prop("softmax", "a masked score gets exactly zero gradient", needs_backward=True)
+@prop("softmax", "a masked score gets exactly zero gradient", needs_backward=True, needs_any=("mask",))
 def softmax_masked_scores_get_no_gradient(subject, example):
     x, mask = example.args[0], example.options.get("mask")
     if mask is None:

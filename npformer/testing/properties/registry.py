@@ -35,12 +35,15 @@ class Property:
     check: object
     drawn: bool = True
     needs_backward: bool = False
+    needs_any: tuple = ()           # options of which one must be taken for the fact to say anything
 
 
-def prop(component, text, drawn=True, needs_backward=False):
-    """Decorator: register ``check(subject, example)`` as a property of ``component``."""
+def prop(component, text, drawn=True, needs_backward=False, needs_any=()):
+    """Decorator: register ``check(subject, example)`` as a property of ``component``;
+    ``needs_any``: options (``mask``, ``causal``) without which it holds vacuously."""
     def register(check):
-        PROPERTIES.setdefault(component, []).append(Property(component, text, check, drawn, needs_backward))
+        PROPERTIES.setdefault(component, []).append(
+            Property(component, text, check, drawn, needs_backward, tuple(needs_any)))
         return check
     return register
 
