@@ -2,9 +2,10 @@
 
 The files t01 ... t18 follow the tutorial, one concept each, in the order it teaches them:
 token vectors and positions, the linear layer (Q/K/V), softmax, attention (masks, multi-head,
-grouped-query), RoPE, activations, the FFN, norms, the block, the decoder, the loss,
-generation, the KV cache, Mixture of Experts, the encoder, cross-attention, the
-encoder-decoder and blockwise attention. ``gpt.py`` is the whole decoder on one screen.
+grouped-query), RoPE, activations, the FFN, norms, the block, the decoder, the loss (which
+the tutorial leaves to its next article), generation, the KV cache, Mixture of Experts, the
+encoder, cross-attention, the encoder-decoder and blockwise attention. ``gpt.py`` is the
+whole decoder on one screen.
 
 The sub-packages hold the machinery: ``core`` (the protocol, input checks, the track switch),
 ``fast`` (the fast twins), ``training``, ``files`` (checkpoints), ``interop`` (Hugging Face),

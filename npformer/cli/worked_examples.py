@@ -1,4 +1,5 @@
-"""The worked examples: the tutorial's hand calculations redone by npformer, found and run.
+"""The worked examples, found and run: the numbers the tutorial computes by hand, and claims
+it makes in words, recomputed by npformer.
 
 The scripts live in the repository's top-level ``worked_examples/`` folder
 (``01_token_vectors.py``, ``02_attention_by_hand.py`` ...), one per section of

@@ -8,6 +8,10 @@ Every layer in npformer follows one contract (README.md, "The protocol"):
 Nothing about a particular call is stored on ``self``, so a module can run
 several forwards (a reused layer, a tied head, an encoder output read by every
 decoder layer) before their backwards, in any order.
+
+Layers draw their initial weights from the ``rng`` they are given, a numpy Generator
+(``check_rng``: None means ``np.random.default_rng(0)``), never from numpy's global state,
+so the same seed builds the same model wherever it runs.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .validate import check_float_dtype, check_positive, check_upstream
+from .validate import check_float_dtype, check_upstream
 
 
 class Parameter:
@@ -99,11 +103,6 @@ class ConfigDict:
         if unknown:
             raise ValueError(f"config: unknown fields {unknown}")
         return cls(**data)
-
-    def check_positive(self, *names):
-        """ValueError naming the first field that is not a positive integer."""
-        for name in names:
-            check_positive(name, getattr(self, name))
 
 
 class Module:

@@ -1,10 +1,10 @@
 """Data: the built-in data sets (generated from our own templates, nothing is downloaded)
 and the batches the training loop reads.
 
-1. After-sales questions (in Chinese, or in English with ``lang="en"``) whose answer depends on the context, like
-   the tutorial's running example: the same question "退货运费谁出？" has a
-   different answer when the goods had a quality problem than when they go back
-   without a reason. Each template has a *deciding* slot (reason, payment
+1. After-sales questions (in Chinese, or in English with ``lang="en"``) whose answer depends on
+   the context, like the tutorial's running example "商品有质量问题，运费谁承担？": who pays
+   the shipping depends on whether the goods had a quality problem or go back without a
+   reason ("无理由退货"); our templates ask it as "退货运费谁出？". Each template has a *deciding* slot (reason, payment
    method, order status, days since delivery, cause of damage) and distractor
    slots (the item, the phrasing). The held-out split holds (item, deciding
    value) COMBINATIONS that never occur in training, while every single value

@@ -69,8 +69,8 @@ for _name in ("attention", "grouped_attention"):
             zero("d_k of unreadable keys", np.nan_to_num(d_k[unread], nan=1.0))
             zero("d_v of unreadable keys", np.nan_to_num(d_v[unread], nan=1.0))
 
-    @prop(_name, "the tutorial's q = [1, 0] over keys [1, 0], [0, 1] and values [2, 0], [0, 4] gives "
-                 "[1.340, 1.321]", drawn=False)
+    @prop(_name, "the tutorial's q = [1, 0] with scores 1 and 0 and values [2, 0], [0, 4] gives "
+                 "[1.340, 1.321] (keys [1, 0], [0, 1]: our choice, giving its scores)", drawn=False)
     def attention_by_hand(subject, example):
         q = np.array([1.0, 0.0]).reshape(1, 1, 1, 2)
         k = np.array([[1.0, 0.0], [0.0, 1.0]]).reshape(1, 1, 2, 2)
