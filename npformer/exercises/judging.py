@@ -31,10 +31,10 @@ class PatchedSubject(Subject):
         super().__init__(component, forward, backward, name="yours")
         self.patches = patches
 
-    def outcome(self, example):
-        """``Subject.outcome`` inside the patches."""
+    def result(self, example):
+        """``Subject.result`` (and so ``outcome``) inside the patches."""
         with patched(self.patches):
-            return super().outcome(example)
+            return super().result(example)
 
     def output(self, args, options):
         """``Subject.output`` inside the patches."""

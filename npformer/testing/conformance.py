@@ -21,6 +21,7 @@ from . import mistakes, properties, strategies
 from .compare import ABS_TOL, compare_tensor, equal
 from .patching import patched
 from .report import CheckResult, ConformanceReport, Failure
+from .problem import same_error
 from .subject import Subject, describe_error
 
 TOLERANCES = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2}
@@ -248,25 +249,34 @@ def smallest_failure(checker, name, examples, seed):
 
 def matching_mistakes(checker, examples, outputs_only=False):
     """The catalogued mistakes that compute exactly what the implementation computed on every
-    one of ``examples`` (and differ from the reference on one), in catalogue order.
-    ``outputs_only``: compare the outputs alone (a wrong output is a forward's mistake, whatever
-    the backward beside it does)."""
+    one of ``examples`` (and differ from the reference on one), in catalogue order; raising
+    the same error on an example counts as computing the same. ``outputs_only``: compare the
+    outputs alone (a wrong output is a forward's mistake, whatever the backward beside it does)."""
     tol = checker.tolerance()
+    outputs_only = outputs_only or not checker.subject.differentiates
 
-    def outcomes(run):
-        found = [run(e) for e in examples]
-        return [{k: v for k, v in f.items() if k.startswith("output")} for f in found] if outputs_only \
-            else found
-    theirs = outcomes(lambda e: checker.subject.outcome(e)[0])
-    right = outcomes(checker.reference_outcome)
+    def results(subject):
+        found = [subject.result(e) for e in examples]
+        if not outputs_only:
+            return found
+        return [({k: v for k, v in values.items() if k.startswith("output")}, error) for values, error in found]
+    theirs = results(checker.subject)
+    right = results(checker.reference)
     found = []
     for candidate in checker.candidates:
         with patched(candidate.patches()):
-            wrong = outcomes(checker.reference_outcome)
-        if all(_same(w, t, tol) for w, t in zip(wrong, theirs)) and \
-                not all(_same(w, r, 1e-12) for w, r in zip(wrong, right)):
+            wrong = results(checker.reference)
+        if all(_same_result(w, t, tol) for w, t in zip(wrong, theirs)) and \
+                not all(_same_result(w, r, 1e-12) for w, r in zip(wrong, right)):
             found.append(candidate)
     return found
+
+
+def _same_result(a, b, tol):
+    (values_a, error_a), (values_b, error_b) = a, b
+    if error_a is not None or error_b is not None:
+        return same_error(error_a, error_b)
+    return _same(values_a, values_b, tol)
 
 
 def _same(a, b, tol):

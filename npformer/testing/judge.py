@@ -16,7 +16,7 @@ import numpy as np
 
 from .compare import compare_tensor, equal
 from .patching import patched
-from .problem import evaluate, is_module, run
+from .problem import evaluate, is_module, run, same_error
 
 MATCH = 1e-7                     # two float64 results agree when relative error is below this
 
@@ -127,7 +127,10 @@ def judge_case(build, patches, candidates=()):
         raise right.error
     mine = evaluate(build, patches, right.upstream)
     verdict = {"ok": False, "tensors": [], "notes": [], "mistake": None, "matches": [], "error": mine.error}
-    if mine.error is not None:
+    if mine.error is not None:                       # a catalogued mistake may raise the same error
+        verdict["matches"] = [c for c in candidates
+                              if same_error(evaluate(build, c.patches(), right.upstream).error, mine.error)]
+        verdict["mistake"] = verdict["matches"][0] if verdict["matches"] else None
         return verdict
     verdict["tensors"] = mismatches(mine, right, factors_of(build))
     repeat = 1

@@ -145,3 +145,8 @@ def evaluate(build, patches=None, upstream=None, repeat=1):
     """``run`` with ``patches`` ({"npformer.module.qualname": function}) in place."""
     with patched(patches or {}):
         return run(build, upstream, repeat)
+
+
+def same_error(a, b):
+    """True when two exceptions are the same error: one type, one message."""
+    return a is not None and b is not None and type(a) is type(b) and str(a) == str(b)

@@ -96,12 +96,17 @@ class Subject:
     def outcome(self, example):
         """(values, error): {"output": ..., "gradient of q": ...} as float64 arrays, or the
         one-line error the implementation raised. NaN and overflow are results, not warnings."""
+        values, error = self.result(example)
+        return values, None if error is None else describe_error(error)
+
+    def result(self, example):
+        """(values, None), or ({}, the exception the implementation raised)."""
         self._names = example.names
         try:
             with np.errstate(all="ignore"):
                 return self._outcome(example), None
-        except Exception as error:             # the implementation raised: say where, in one line
-            return {}, describe_error(error)
+        except Exception as error:             # noqa: BLE001 - the implementation's own error
+            return {}, error
 
     def _outcome(self, example):
         out, cache = self._call(example.args, example.options)

@@ -241,3 +241,57 @@ mistake("flash-forward-rescale-unguarded", FLASH_FWD, "rescale = np.exp(running_
         "rescale = np.exp(running_max - new_max)",
         "until a row has seen a readable key both maxima are -inf, and -inf - (-inf) is NaN: rescale "
         "with the guarded maximum", FLASH_FWD_RECHECK)
+mistake("attention-dv-not-transposed", ATT, "d_v = weights.swapaxes(-1, -2) @ d_out", "d_v = weights @ d_out",
+        "d_v = weights^T d_out: each key collects the gradient of the queries that read it", ATT_RECHECK)
+mistake("attention-softmax-elementwise", ATT, "d_scores = softmax_backward(d_weights, cache.softmax)",
+        "d_scores = d_weights * weights",
+        "the softmax is not elementwise: its backward subtracts each row's sum, "
+        "weights * (d_weights - sum_j d_weights_j weights_j)", ATT_RECHECK)
+mistake("attention-dk-not-transposed", ATT, D_K, "d_k = d_scores @ q * scale",
+        "d_k = d_scores^T q: the keys index the columns of the score table", ATT_RECHECK)
+mistake("attention-transposes-on-the-wrong-side", ATT, (D_Q, D_K),
+        ("d_q = d_scores.swapaxes(-1, -2) @ k * scale", "d_k = d_scores @ q * scale"),
+        "the transpose belongs to d_k: d_q = d_scores k, d_k = d_scores^T q", ATT_RECHECK)
+mistake("attention-forward-scale-ignored", FWD, "scale = 1.0 / math.sqrt(D) if scale is None else float(scale)",
+        "scale = 1.0 / math.sqrt(D)", "a scale that is passed in replaces 1/sqrt(D)", "scores = q k^T * scale")
+mistake("mha-rotation-never-undone", MHA, "if self.rope is not None:", "if False:",
+        "q and k were rotated by RoPE: both gradients must be rotated back before the projections",
+        MHA_RECHECK)
+mistake("mha-plain-attention-backward", MHA, "self.kernel.backward(d_mixed, cache.attn)",
+        "attention_backward(d_mixed, cache.attn)",
+        "go back through the kernel that ran forward: with grouped-query heads its backward sums each "
+        "group's gradients into the shared key/value head", MHA_RECHECK)
+mistake("mha-wo-by-hand", MHA, "d_merged = self.out.backward(d_out, cache.out)",
+        "d_merged = d_out @ self.out.weight.data.T",
+        "through Wo by hand, Wo's own gradients (weight and bias) are never accumulated: call out.backward",
+        MHA_RECHECK)
+SPLIT = "t04_attention.MultiHeadAttention.split_heads"
+mistake("split-heads-kv-as-many-as-q", SPLIT, "heads[:, :H], heads[:, H:H + H_kv], heads[:, H + H_kv:]",
+        "heads[:, :H], heads[:, H:2 * H], heads[:, 2 * H:]",
+        "with grouped-query attention K and V have H_kv heads each, not H", "[q heads H | k heads H_kv | v heads H_kv]")
+mistake("split-heads-interleaved", SPLIT, "heads = qkv.reshape(B, N, H + 2 * H_kv, D)",
+        "heads = qkv.reshape(B, N, D, H + 2 * H_kv).swapaxes(-1, -2)",
+        "each head is a contiguous block of D features: reshape to [B, N, heads, D]",
+        "[B, N, (H + 2 H_kv) D] -> [B, N, heads, D]")
+mistake("rope-backward-whole-width", ROT, ROT_CALL, "return rotate(d_out, cache.cos, -cache.sin, self.layout)",
+        "only the rotated width was turned: the gradient turns back over the same D_rot features", ROT_RECHECK)
+mistake("gqa-backward-tiled-heads", GQA, "k=repeat_kv(cache.k, group), v=repeat_kv(cache.v, group)",
+        "k=np.tile(cache.k, (1, group, 1, 1)), v=np.tile(cache.v, (1, group, 1, 1))",
+        "np.tile orders the heads [0, 1, 0, 1], the forward's repeat [0, 0, 1, 1]: query head h reads "
+        "key/value head h // group", GQA_RECHECK)
+mistake("kv-cache-keys-stored-as-values", KV, "self.v[:, :, start:start + n] = v_new",
+        "self.v[:, :, start:start + n] = k_new", "the value cache stores the values", "k[start:] = k_new;  v[start:] = v_new")
+mistake("kv-window-mask-not-trimmed", "t13_kv_cache.LayerKV.extend",
+        "None if mask is None else mask[..., first:]", "mask",
+        "the keys were cut to the window: cut the mask the same way so it lines up with them",
+        "keep keys, values and mask from the first readable position on")
+mistake("flash-dk-scaled-twice", FLASH, "d_k_heads[:, :, keys] += d_scores.swapaxes(-1, -2) @ q",
+        "d_k_heads[:, :, keys] += d_scores.swapaxes(-1, -2) @ q * cache.scale",
+        "d_scores already holds the scale: applying it again scales d_k twice", FLASH_RECHECK)
+mistake("flash-weights-not-normalised", FLASH, "np.exp(block_scores(cache, keys.start, keys.stop) - lse)",
+        "np.exp(block_scores(cache, keys.start, keys.stop))",
+        "the recomputed weights subtract the stored log-sum-exp before exponentiating", FLASH_RECHECK)
+mistake("flash-total-not-rescaled", FLASH_FWD, "total = total * rescale + p.sum(axis=-1, keepdims=True)",
+        "total = total + p.sum(axis=-1, keepdims=True)",
+        "when a block raises the running maximum, the running sum is rescaled by exp(m - m_new) too",
+        FLASH_FWD_RECHECK)

@@ -214,3 +214,23 @@ mistake("layernorm-forward-over-axis-0", "t08_norm.layernorm_forward",
 mistake("rmsnorm-forward-variance", "t08_norm.rmsnorm_forward", "(x ** 2).mean(axis=-1, keepdims=True)",
         "x.var(axis=-1, keepdims=True)", "RMSNorm divides by the root mean square, not the standard deviation",
         "xhat = x / sqrt(mean(x^2) + eps)")
+mistake("sinusoid-exponent-i-over-d", SIN, "w = base ** (-np.arange(0, d, 2) / d)", "w = base ** (-np.arange(d // 2) / d)",
+        "the exponent is 2i/d (the even column index over d), not i/d: the frequencies fall too slowly",
+        SIN_RECHECK)
+RMS_FWD = "t08_norm.rmsnorm_forward"
+mistake("rmsnorm-backward-rstd-on-first-term", RMS,
+        "d_x = rstd * (d_xhat - xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True))",
+        "d_x = rstd * d_xhat - xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True)",
+        "brackets: rstd multiplies the correction term too, rstd (d_xhat - xhat mean(d_xhat xhat))", RMS_RECHECK)
+mistake("rmsnorm-forward-no-root", RMS_FWD, "rstd = 1 / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + eps)",
+        "rstd = 1 / ((x ** 2).mean(axis=-1, keepdims=True) + eps)",
+        "x is divided by the root of the mean square, not by the mean square itself",
+        "rms(x) = sqrt(mean(x^2) + eps)")
+mistake("layernorm-beta-gets-gamma-gradient", "t08_norm.LayerNorm.backward", "self.beta.grad += d_beta",
+        "self.beta.grad += d_gamma", "beta's gradient is d_out summed over the positions (d_beta), not gamma's",
+        "d_gamma = sum d_y xhat;  d_beta = sum d_y")
+mistake("swiglu-gate-factors-swapped", GATE,
+        ("d_u = d_out * cache.gated", "d_g = silu_backward(d_out * cache.value, cache.silu)"),
+        ("d_u = d_out * cache.value", "d_g = silu_backward(d_out * cache.gated, cache.silu)"),
+        "each factor's gradient is d_h times the OTHER factor: d_u = d_h SiLU(g), d_g = SiLU'(g) d_h u",
+        GATE_RECHECK)

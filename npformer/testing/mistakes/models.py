@@ -312,3 +312,56 @@ mistake("decoder-block-self-attention-reads-d-g", BLOCK, "d_a = self.attn.backwa
         "each residual passes its gradient on unchanged")
 mistake("decode-final-norm-skipped", SEQ, "d_x = self.final_norm.backward(d_x, cache.final_norm)", "d_x = d_x",
         "the decoder ends in a final norm: undo it right after the head", "d_memory = sum over the layers of d_read")
+mistake("log-softmax-sum-over-everything", LOG, LOG_RETURN, "return d_out - cache.probs * np.sum(d_out)",
+        "the sum of d_y runs over each row (the softmax's axis), not over the whole array", LOG_RECHECK)
+LOG_FWD = "t11_loss.log_softmax_forward"
+mistake("log-softmax-lse-unshifted", LOG_FWD, "np.sum(np.exp(shifted), axis=axis, keepdims=True)",
+        "np.sum(np.exp(x), axis=axis, keepdims=True)",
+        "the log-sum-exp is subtracted from the shifted scores, so it must be of the shifted scores too",
+        "y = (x - max) - log sum e^(x - max)")
+mistake("cross-entropy-indexes-raw-targets", CEF, "safe[..., None], axis=-1)", "targets[..., None], axis=-1)",
+        "an ignored target (-100) must not be used as an index: pick with the targets where ignored ones "
+        "are replaced, then drop them", "loss = -mean over counted targets of log p(target)")
+mistake("adamw-second-moment-beta1", ADAM, "v = b2 * v + (1 - b2) * grad * grad", "v = b2 * v + (1 - b1) * grad * grad",
+        "the second moment's new share is (1 - b2) g^2: b1 belongs to the first moment", ADAM_RECHECK)
+mistake("prenorm-ffn-extra-gradients-dropped", PRE, "self.ffn.backward(d_out, cache.ffn, **ffn_grads)",
+        "self.ffn.backward(d_out, cache.ffn)",
+        "the extra gradients for the FFN (an MoE router's) must be handed on to its backward", PRE_RECHECK)
+mistake("prenorm-attention-reads-x", PRE_FWD, "self.attn.forward(a, mask, positions, kv)",
+        "self.attn.forward(x, mask, positions, kv)",
+        "in a Pre-Norm block the attention reads Norm1(x), not x", "h = x + Attn(Norm1(x))")
+mistake("prenorm-attention-without-mask-and-positions", PRE_FWD, "self.attn.forward(a, mask, positions, kv)",
+        "self.attn.forward(a)", "the mask, the positions and the KV cache must reach the attention",
+        "h = x + Attn(Norm1(x), mask, positions)")
+mistake("postnorm-second-residual-missing", "t09_block.PostNormBlock.forward", "self.norm2.forward(h + fed)",
+        "self.norm2.forward(fed)", "Norm2 normalises the residual sum h + FFN(h), not FFN(h) alone",
+        "y = Norm2(h + FFN(h))")
+mistake("decoder-extra-residual-around-blocks", LM, "d_x = self.blocks[i].backward(d_x, cache.blocks[i]",
+        "d_x = d_x + self.blocks[i].backward(d_x, cache.blocks[i]",
+        "a block's backward already carries its residual paths: adding d_x again counts the identity twice",
+        LM_RECHECK)
+mistake("moe-renormalisation-not-divided", MOE,
+        "d_kept = (d_weights - np.sum(d_weights * weights, axis=-1, keepdims=True)) / cache.kept_total",
+        "d_kept = d_weights - np.sum(d_weights * weights, axis=-1, keepdims=True)",
+        "weights = kept / sum(kept): its backward divides by sum(kept) too", MOE_RECHECK)
+mistake("moe-given-d-aux-ignored", MOE, "d_aux = self.aux_weight if d_aux is None else d_aux",
+        "d_aux = self.aux_weight", "when the caller passes d_aux (the pooled loss's weight), it replaces "
+        "aux_weight", MOE_RECHECK)
+mistake("cross-attention-kv-joined-on-features", CROSS, "np.concatenate([d_k, d_v], axis=1)",
+        "np.concatenate([d_k, d_v], axis=-1)",
+        "the kv projection's columns are all key heads, then all value heads: join d_k and d_v on the "
+        "heads axis", "d_memory = [d_k | d_v] [Wk | Wv]^T")
+mistake("decoder-block-cross-norm-skipped", BLOCK, "d_g + self.cross_norm.backward(d_c, cache.cross_norm)",
+        "d_g + d_c", "the cross-attention read Nc(h): its gradient goes back through Nc before reaching h",
+        "each residual passes its gradient on unchanged; each norm has a backward")
+mistake("cross-attention-forward-k-and-v-swapped", CROSS_FWD, "k, v = kv[:, :H_kv], kv[:, H_kv:]",
+        "v, k = kv[:, :H_kv], kv[:, H_kv:]", "the kv projection's columns are [K | V]: keys first",
+        "k = kv[:, :H_kv], v = kv[:, H_kv:]")
+mistake("cross-attention-kv-reshaped-without-transpose", CROSS_FWD,
+        "kv_flat.reshape(B, M, 2 * H_kv, D).transpose(0, 2, 1, 3)", "kv_flat.reshape(B, 2 * H_kv, M, D)",
+        "the features of each position split into heads: [B, M, 2 H_kv, D], then swap M and the heads",
+        "[B, M, 2 H_kv D] -> [B, M, 2 H_kv, D] -> [B, 2 H_kv, M, D]")
+mistake("cross-attention-causal", CROSS_FWD, "self.kernel.forward(q, k, v, mask)",
+        "self.kernel.forward(q, k, v, mask, causal=True)",
+        "cross-attention is not causal: every target position may read every real source position",
+        "weights = softmax(q k^T / sqrt(D)) where the source is not padding")

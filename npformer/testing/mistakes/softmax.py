@@ -131,3 +131,11 @@ mistake("silu-forward-sigmoid-sign", f"{ACT}.silu_forward", "s = sigmoid(x)", "s
 mistake("relu-forward-reduction", f"{ACT}.relu_forward", "np.maximum(x, 0)", "np.max(x, 0)",
         "np.max(x, 0) is the largest entry along axis 0 (a reduction); elementwise it is np.maximum(x, 0)",
         "y = max(x, 0) elementwise")
+mistake("softmax-log-softmax-backward", BACKWARD, f"return y * (d_out - {SUM})",
+        "return d_out - y * np.sum(d_out, axis=cache.axis, keepdims=True)",
+        "that is log-softmax's backward; softmax's multiplies by y and weights each d_y_j by y_j: "
+        "y (d_y - sum_j d_y_j y_j)", RECHECK)
+mistake("gelu-forward-erf-unscaled", f"{ACT}.gelu_forward", "return x * _Phi(x), ActivationCache(x)",
+        "return 0.5 * x * (1 + erf(x)), ActivationCache(x)",
+        "the normal CDF is 0.5 (1 + erf(x / sqrt 2)): the division by sqrt 2 inside erf is missing",
+        "y = x Phi(x), Phi(x) = 0.5 (1 + erf(x / sqrt 2))")
