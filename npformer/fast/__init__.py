@@ -7,5 +7,4 @@ grouped GEMMs, reused buffers, blockwise tiling. ``npformer.core.track`` chooses
 runs; ``tests/test_tracks.py`` holds every pair equal.
 """
 from . import attention, ffn, flash_attention, functional, linear, loss, norm, optim, rope  # noqa: F401
-from ..runtime.memory import keep_freed_memory  # noqa: F401
 from .parallel import available_cores, cores, on_cores, use_cores  # noqa: F401
