@@ -23,7 +23,8 @@ def worker_rows(setting):
             extra = (f"npformer {info['npformer']} from {info['npformer_path']}, track "
                      f"{info['track']}, fast twins registered: {info['fast_twins']}")
             if "cores" in info:
-                extra += (f", fast kernels on {info['cores']} core(s)"
+                extra += (f", fast kernels' row blocks: {info['cores']}"
+                          + (" (BLAS one thread per call, set by the worker)" if info.get("blas_one_thread") else "")
                           + (", freed memory kept for reuse" if info.get("keep_freed_memory") else ""))
         rows.append([NAMES[name], pools, f"Python {info['python']}, numpy {info['numpy']}; {extra}"])
     return rows
@@ -55,6 +56,7 @@ def workload_table(setting, kind):
     headers = ["config", "params", "tokens"] + [f"{NAMES[n]} ms" for n in names]
     headers += [f"{n} / PyTorch" for n in names if n != "torch"] if has_torch else []
     headers += ["fast / PyTorch per round"] if has_torch else []
+    headers += ["fast / plain"] + (["BLAS 1 thread / fast"] if "pinned" in names else [])
     headers += ["fast % peak", "rounds x calls", "other load"]
     rows = []
     for name, results in setting["configs"].items():
@@ -66,6 +68,8 @@ def workload_table(setting, kind):
         if has_torch:
             row += [f"{med[n] / med['torch']:.2f}x" for n in names if n != "torch"]
             row += [ratio_range(r, "fast")]
+        row += [f"{med['fast'] / med['plain']:.2f}x" if "plain" in med else "-"]
+        row += [f"{med['pinned'] / med['fast']:.2f}x"] if "pinned" in names else []
         row += [f"{100 * flops / med['fast'] / 1e9 / peak:.0f}%", f"{r['rounds']} x {r['calls']}",
                 f"{100 * r['other_load']:.0f}%"]
         rows.append(row)

@@ -4,7 +4,8 @@ from __future__ import annotations
 import math
 import statistics
 
-NAMES = {"fast": "npformer fast", "plain": "npformer plain", "torch": "PyTorch"}
+NAMES = {"fast": "npformer fast", "pinned": "npformer fast, BLAS 1 thread", "plain": "npformer plain",
+         "torch": "PyTorch"}
 MIB = 2 ** 20
 
 
