@@ -8,7 +8,8 @@ one); the numbers come from a generator seeded by a drawn seed (fast to make).
 
 The declared domain, beyond each function's own checks: the float arrays of one call share
 one dtype, float32 or float64 (the modules refuse mixed dtypes: nothing silently upcasts);
-the upstream gradient has the output's shape; arguments do not share memory with one another.
+the upstream gradient has the output's shape; arguments share no memory with one another
+(except in the AdamW update, which draws that too).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 FLOATS = (np.float64, np.float32)
-LAYOUTS = ("C", "F", "transposed", "stepped", "reversed", "broadcast")
+LAYOUTS = ("C", "F", "transposed", "stepped", "reversed", "broadcast", "repeated")
 
 
 class Case(NamedTuple):
@@ -34,9 +35,10 @@ class Case(NamedTuple):
 
 
 def laid_out(array, kind, rng):
-    """The values of ``array`` (those of "broadcast": repeated along one axis) in a memory
-    layout: C or Fortran order, a transposed view, a stepped slice, a reversed (negative
-    stride) view, or a read-only stride-0 broadcast."""
+    """The values of ``array`` (those of "broadcast" and "repeated": repeated along one axis)
+    in a memory layout: C or Fortran order, a transposed view, a stepped slice, a reversed
+    (negative stride) view, a read-only stride-0 broadcast, or a writeable stride-0 view (one
+    memory element for a whole axis)."""
     array = np.asarray(array)
     if array.ndim == 0 or kind == "C":
         return np.array(array, order="C")              # (ascontiguousarray makes 0-d 1-d)
@@ -57,12 +59,16 @@ def laid_out(array, kind, rng):
     if kind == "broadcast":
         axis = int(rng.integers(array.ndim))
         return np.broadcast_to(array.take([0], axis) if array.shape[axis] else array, array.shape)
+    if kind == "repeated":
+        axis = int(rng.integers(array.ndim))
+        strides = tuple(0 if i == axis else s for i, s in enumerate(array.strides))
+        return np.lib.stride_tricks.as_strided(array.copy(), array.shape, strides, writeable=True)
     raise ValueError(f"kind: unknown layout {kind!r}")
 
 
 layouts = st.sampled_from(LAYOUTS)
 dtypes = st.sampled_from(FLOATS)
-scales = st.sampled_from([1.0, 0.1, 3.0])
+scales = st.sampled_from([1.0, 0.1, 3.0, 100.0])      # 100: past exp's range in float32
 seeds = st.integers(0, 2 ** 32 - 1)
 cores = st.integers(1, 4)
 min_works = st.sampled_from([1, 7, 1 << 17])

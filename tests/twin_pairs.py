@@ -138,11 +138,17 @@ def rotation(data, make):
 def adamw(data, make):
     shape = data.draw(shapes(0, 3))
     b1, b2 = data.draw(st.sampled_from([0.9, 0.0, 0.5])), data.draw(st.sampled_from([0.999, 0.0, 0.95]))
-    return {"data": make.floats(shape), "grad": make.floats(shape), "m": make.floats(shape),
-            "v": make.floats(shape, positive=True), "step": data.draw(st.sampled_from([1, 2, 7, 1000])),
-            "lr": data.draw(st.sampled_from([1e-3, 0.1, 0.0])), "betas": (b1, b2),
-            "eps": data.draw(st.sampled_from([1e-8, 1e-3])),
-            "weight_decay": data.draw(st.sampled_from([0.0, 0.1]))}
+    kwargs = {"data": make.floats(shape), "grad": make.floats(shape), "m": make.floats(shape),
+              "v": make.floats(shape, positive=True), "step": data.draw(st.sampled_from([1, 2, 7, 1000])),
+              "lr": data.draw(st.sampled_from([1e-3, 0.1, 0.0])), "betas": (b1, b2),
+              "eps": data.draw(st.sampled_from([1e-8, 1e-3])),
+              "weight_decay": data.draw(st.sampled_from([0.0, 0.1]))}
+    # arguments that are one array: the plain update reads them all before it returns new ones
+    shared = data.draw(st.sampled_from([None, None, None, ("grad", "data"), ("grad", "m"), ("m", "v"),
+                                        ("m", "data")]))
+    if shared:
+        kwargs[shared[0]] = kwargs[shared[1]] = make.floats(shape, positive=True)
+    return kwargs
 
 
 PAIRS = {
