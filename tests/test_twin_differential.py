@@ -69,3 +69,18 @@ def test_every_mask_shape_on_one_core_and_on_several(pair, B, cores):
         if pair == "flash_attention":
             kwargs["block_size"] = 2
         check_twins(Case(pair, kwargs, np.float64, "C", cores, 1, index))
+
+
+def test_a_fast_kernel_never_writes_into_a_copy():
+    # the helpers that give the kernels arrays to write into refuse what only a copy could give
+    from npformer.fast.functional import as_rows, view_as
+    table = np.zeros((4, 6))
+    as_rows(table)[1] = 1
+    view_as(table, (2, 2, 6))[0, 1] = 2
+    assert table[1].tolist() == [2.0] * 6
+    with pytest.raises(ValueError, match="as_rows: expected a C-contiguous array"):
+        as_rows(table.T)
+    with pytest.raises(ValueError, match="view_as: an array of shape"):
+        view_as(table[:, :3], (12,))
+    assert as_rows(np.zeros((3, 0, 2))).shape == (0, 2)          # zero-size axes keep their count
+    assert as_rows(np.zeros((3, 0))).shape == (3, 0)

@@ -19,7 +19,7 @@ from ..t04_attention import AttentionCache, combine_masks
 from ..t03_softmax import SoftmaxCache
 from ..core.track import twin_of
 from ..core.validate import check_mask, check_qkv, check_window, qkv_shapes
-from .functional import softmax_inplace
+from .functional import softmax_inplace, view_as
 from .parallel import run_blocks
 
 
@@ -66,12 +66,13 @@ def _forward(q, k, v, mask, scale, causal, window):
         qb, kb, vb = q[batch, q_heads], k[batch, kv_heads], v[batch, kv_heads]
         nb, nh = kb.shape[:2]
         block = weights[batch, q_heads]          # contiguous: a whole batch row, or B = 1
+        grouped = view_as(block, (nb, nh, G * N, M))
         np.matmul((qb * q.dtype.type(scale)).reshape(nb, nh, G * N, D), kb.swapaxes(-1, -2),
-                  out=block.reshape(nb, nh, G * N, M))
+                  out=grouped)
         if mask is not None:
             np.copyto(block, q.dtype.type(-np.inf), where=~_mask_block(mask, batch, q_heads))
         softmax_inplace(block)                                   # scores become the weights
-        out[batch, q_heads] = (block.reshape(nb, nh, G * N, M) @ vb).reshape(nb, nh * G, N, Dv)
+        out[batch, q_heads] = (grouped @ vb).reshape(nb, nh * G, N, Dv)
     _blocks_over(B, H_kv, G, G * N * M, work)
     return out, AttentionCache(q, k, v, SoftmaxCache(weights, -1), scale)
 

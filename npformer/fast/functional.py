@@ -35,6 +35,16 @@ def as_rows(a):
     return a.reshape(math.prod(a.shape[:-1]), a.shape[-1]) if a.ndim else a.reshape(1, 1)
 
 
+def view_as(a, shape):
+    """``a`` reshaped to ``shape`` as a view, to be written into; a ValueError when that
+    would take a copy (the writes would go to the copy)."""
+    view = a.reshape(shape)
+    if view.size and not np.may_share_memory(view, a):
+        raise ValueError(f"view_as: an array of shape {a.shape} and strides {a.strides} has no "
+                         f"view of shape {shape}")
+    return view
+
+
 def map_rows(kernel, inputs, n_outputs=1):
     """Elementwise work over the cores: ``kernel(*inputs, *outputs)`` on each row block, the
     outputs fresh arrays of the inputs' broadcast shape and dtype."""

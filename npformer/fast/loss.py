@@ -13,6 +13,7 @@ import numpy as np
 from .. import t11_loss as plain
 from ..t11_loss import IGNORE_INDEX, CrossEntropyCache, check_targets
 from ..core.track import twin_of
+from .functional import as_rows
 from .parallel import run_blocks
 
 
@@ -24,7 +25,7 @@ def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
     V = logits.shape[-1]
     n_rows = math.prod(logits.shape[:-1])
     rows, probs = logits.reshape(n_rows, V), np.empty(logits.shape, logits.dtype)   # probs: C order
-    prob_rows, safe_rows, counted_rows = probs.reshape(n_rows, V), safe.reshape(-1), counted.reshape(-1)
+    prob_rows, safe_rows, counted_rows = as_rows(probs), safe.reshape(-1), counted.reshape(-1)
 
     def work(s):
         p = prob_rows[s]
@@ -46,7 +47,7 @@ def cross_entropy_backward(d_loss, cache):
     V = cache.probs.shape[-1]
     n_rows = math.prod(cache.probs.shape[:-1])
     d_logits = np.empty(cache.probs.shape, cache.probs.dtype)     # C order: its rows are views
-    rows, prob_rows = d_logits.reshape(n_rows, V), cache.probs.reshape(n_rows, V)
+    rows, prob_rows = as_rows(d_logits), cache.probs.reshape(n_rows, V)
     targets = cache.targets.reshape(-1)
 
     def work(s):
