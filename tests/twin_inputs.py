@@ -68,7 +68,11 @@ def laid_out(array, kind, rng):
 
 layouts = st.sampled_from(LAYOUTS)
 dtypes = st.sampled_from(FLOATS)
-scales = st.sampled_from([1.0, 0.1, 3.0, 100.0])      # 100: past exp's range in float32
+# 100: logits past exp's range in float32 (a softmax shifted by anything but the maximum
+# overflows). Not for attention: scores of q.k ~ 100 * 100 * D are resolved in float32 to
+# about 1e-3, which exp turns into relative errors past the tolerance on either track.
+scales = st.sampled_from([1.0, 0.1, 3.0, 100.0])
+narrow_scales = st.sampled_from([1.0, 0.1, 3.0])
 seeds = st.integers(0, 2 ** 32 - 1)
 cores = st.integers(1, 4)
 min_works = st.sampled_from([1, 7, 1 << 17])
@@ -111,13 +115,14 @@ class Maker:
         return laid_out(self.rng.random(shape) < share, self.data.draw(layouts), self.rng)
 
 
-def case(pair, build):
-    """A strategy of ``Case``: ``build(data, make) -> forward kwargs`` draws the pair's inputs."""
+def case(pair, build, wide=True):
+    """A strategy of ``Case``: ``build(data, make) -> forward kwargs`` draws the pair's inputs,
+    at scales up to 100 (``wide``) or up to 3."""
     @st.composite
     def strategy(draw):
         data = _Data(draw)
         dtype, seed = draw(dtypes), draw(seeds)
-        make = Maker(data, dtype, seed, draw(scales))
+        make = Maker(data, dtype, seed, draw(scales if wide else narrow_scales))
         kwargs = build(data, make)
         return Case(pair, kwargs, dtype, draw(layouts), draw(cores), draw(min_works), seed)
     return strategy()

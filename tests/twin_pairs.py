@@ -189,4 +189,4 @@ PARAMETERS = {
     "cross_entropy_backward": ("d_loss", "cache"),
 }
 
-CASES = {name: case(name, builder) for name, (_, _, builder) in PAIRS.items()}
+CASES = {name: case(name, builder, wide="attention" not in name) for name, (_, _, builder) in PAIRS.items()}
