@@ -5,7 +5,7 @@ import statistics
 
 from benchmarks import specs
 from benchmarks.growth_report import growth_section
-from benchmarks.tables import MIB, NAMES, md_table, ms, reference_peak
+from benchmarks.tables import MIB, NAMES, VARIANTS, md_table, ms, reference_peak
 from benchmarks.targets import targets_section
 
 def worker_rows(setting):
@@ -25,6 +25,7 @@ def worker_rows(setting):
             if "cores" in info:
                 extra += (f", fast kernels' row blocks: {info['cores']}"
                           + (" (BLAS one thread per call, set by the worker)" if info.get("blas_one_thread") else "")
+                          + (" (beside BLAS's own threads)" if info.get("beside_blas") else "")
                           + (", freed memory kept for reuse" if info.get("keep_freed_memory") else ""))
         rows.append([NAMES[name], pools, f"Python {info['python']}, numpy {info['numpy']}; {extra}"])
     return rows
@@ -56,7 +57,7 @@ def workload_table(setting, kind):
     headers = ["config", "params", "tokens"] + [f"{NAMES[n]} ms" for n in names]
     headers += [f"{n} / PyTorch" for n in names if n != "torch"] if has_torch else []
     headers += ["fast / PyTorch per round"] if has_torch else []
-    headers += ["fast / plain"] + (["BLAS 1 thread / fast"] if "pinned" in names else [])
+    headers += ["fast / plain"] + [VARIANTS[n] for n in names if n in VARIANTS]
     headers += ["fast % peak", "rounds x calls", "other load"]
     rows = []
     for name, results in setting["configs"].items():
@@ -69,7 +70,7 @@ def workload_table(setting, kind):
             row += [f"{med[n] / med['torch']:.2f}x" for n in names if n != "torch"]
             row += [ratio_range(r, "fast")]
         row += [f"{med['fast'] / med['plain']:.2f}x" if "plain" in med else "-"]
-        row += [f"{med['pinned'] / med['fast']:.2f}x"] if "pinned" in names else []
+        row += [f"{med[n] / med['fast']:.2f}x" for n in names if n in VARIANTS]
         row += [f"{100 * flops / med['fast'] / 1e9 / peak:.0f}%", f"{r['rounds']} x {r['calls']}",
                 f"{100 * r['other_load']:.0f}%"]
         rows.append(row)

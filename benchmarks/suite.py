@@ -21,8 +21,10 @@ from benchmarks.machine import describe_openblas, load_average
 
 # (name, library, track, worker options)
 LIBRARIES = (("fast", "npformer", "fast", ()), ("pinned", "npformer", "fast", ("--blas-one-thread",)),
+             ("beside", "npformer", "fast", ("--beside-blas",)),
              ("plain", "npformer", "plain", ()), ("torch", "torch", "fast", ()))
-TIMED_ONLY = ("pinned",)      # timed on the configs; not in the sweeps nor the memory runs
+DEFAULT_WORKERS = ("fast", "pinned", "plain", "torch")
+TIMED_ONLY = ("pinned", "beside")   # timed on the configs; not in the sweeps nor the memory runs
 TARGET_WORKLOADS = ("train", "forward")
 
 
@@ -37,9 +39,10 @@ class Scope:
 
 def scope_for(first, options):
     """Everything in the first setting; in a second one only what the targets need."""
-    names = tuple(n for n, library, _, _ in LIBRARIES if options.with_torch or library != "torch")
+    names = tuple(n for n, library, _, _ in LIBRARIES
+                  if n in options.workers and (options.with_torch or library != "torch"))
     if first:
-        return Scope(names, tuple(specs.WORKLOADS), options.growth)
+        return Scope(names, tuple(specs.WORKLOADS), options.growth and "fast" in names)
     return Scope(names, TARGET_WORKLOADS, False)
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 import math
 import statistics
 
-NAMES = {"fast": "npformer fast", "pinned": "npformer fast, BLAS 1 thread", "plain": "npformer plain",
-         "torch": "PyTorch"}
+NAMES = {"fast": "npformer fast", "pinned": "npformer fast, BLAS 1 thread",
+         "beside": "npformer fast, blocks beside BLAS threads", "plain": "npformer plain", "torch": "PyTorch"}
+VARIANTS = {"pinned": "BLAS 1 thread / fast", "beside": "beside BLAS / fast"}   # fast run other ways
 MIB = 2 ** 20
 
 

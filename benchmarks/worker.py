@@ -61,7 +61,7 @@ def gemm_peak(make_pair, sizes, repeats):
     return best
 
 
-def start_library(library, track, threads, blas_one_thread=False):
+def start_library(library, track, threads, blas_one_thread=False, beside_blas=False):
     """Import the library, fix its thread counts and (npformer) its track.
 
     The fast track's workers are programs that train: they keep freed memory for reuse (a
@@ -69,7 +69,8 @@ def start_library(library, track, threads, blas_one_thread=False):
     decides its own threads (``npformer.fast.parallel``); ``blas_one_thread`` runs it as
     ``npformer train --threads N`` does: BLAS one thread per call, the fast kernels' row
     blocks on ``threads`` cores (``runtime.cores.limit_blas_threads``, the old
-    ``use_cores(N)``)."""
+    ``use_cores(N)``); ``beside_blas`` cuts the fast kernels' work into blocks on ``threads``
+    cores while BLAS keeps its own threads (``use_cores(threads, beside_blas=True)``)."""
     from threadpoolctl import threadpool_limits
     if library == "torch":
         import torch
@@ -85,6 +86,10 @@ def start_library(library, track, threads, blas_one_thread=False):
             from npformer.runtime.cores import limit_blas_threads
             _LIMITS.enter_context(limit_blas_threads(threads))
             _FAST_SETUP["blas_one_thread"] = True
+        elif beside_blas:
+            import npformer.fast
+            npformer.fast.use_cores(threads, beside_blas=True)
+            _FAST_SETUP["beside_blas"] = True
         else:
             import npformer.fast
             if threads < npformer.fast.available_cores():     # the run's thread count holds for
@@ -200,12 +205,12 @@ class Server:
             return gemm_peak(random_square_pair, sizes, repeats)
 
 
-def serve(library, track, threads, blas_one_thread=False):
+def serve(library, track, threads, blas_one_thread=False, beside_blas=False):
     """Answer the parent's commands until ``quit`` or end of input."""
     protocol = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)           # anything a library prints goes to stderr, not into the protocol
     sys.stdout = sys.stderr
-    start_library(library, track, threads, blas_one_thread)
+    start_library(library, track, threads, blas_one_thread, beside_blas)
     server = Server(library, threads)
     for line in sys.stdin:
         command = json.loads(line)
@@ -239,13 +244,15 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--blas-one-thread", action="store_true",
                         help="fast track: BLAS one thread per call, the fast kernels on --threads cores")
+    parser.add_argument("--beside-blas", action="store_true",
+                        help="fast track: its blocks on --threads cores beside BLAS's own threads")
     parser.add_argument("--memory", metavar="CONFIG", help="measure peak RSS of this config and exit")
     parser.add_argument("--steps", type=int, default=2, help="training steps of the --memory run")
     args = parser.parse_args(argv)
     if args.memory:
         print(json.dumps(peak_memory(args.library, args.track, args.threads, args.memory, args.steps)))
         return 0
-    return serve(args.library, args.track, args.threads, args.blas_one_thread)
+    return serve(args.library, args.track, args.threads, args.blas_one_thread, args.beside_blas)
 
 
 if __name__ == "__main__":
