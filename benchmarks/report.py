@@ -5,7 +5,7 @@ import statistics
 
 from benchmarks import specs
 from benchmarks.growth_report import growth_section
-from benchmarks.tables import MIB, NAMES, VARIANTS, md_table, ms, reference_peak
+from benchmarks.tables import MIB, NAMES, SHORT, VARIANTS, md_table, ms, reference_peak
 from benchmarks.targets import targets_section
 
 def worker_rows(setting):
@@ -55,7 +55,7 @@ def workload_table(setting, kind):
     names = list(next(iter(setting["configs"].values()))[kind]["median"])
     has_torch = "torch" in names
     headers = ["config", "params", "tokens"] + [f"{NAMES[n]} ms" for n in names]
-    headers += [f"{n} / PyTorch" for n in names if n != "torch"] if has_torch else []
+    headers += [f"{SHORT[n]} / PyTorch" for n in names if n != "torch"] if has_torch else []
     headers += ["fast / PyTorch per round"] if has_torch else []
     headers += ["fast / plain"] + [VARIANTS[n] for n in names if n in VARIANTS]
     headers += ["fast % peak", "rounds x calls", "other load"]
