@@ -84,3 +84,23 @@ def test_a_fast_kernel_never_writes_into_a_copy():
         view_as(table[:, :3], (12,))
     assert as_rows(np.zeros((3, 0, 2))).shape == (0, 2)          # zero-size axes keep their count
     assert as_rows(np.zeros((3, 0))).shape == (3, 0)
+
+
+@pytest.mark.parametrize("length", [2, 3])
+@pytest.mark.parametrize("how", ["read-only", "one element per axis", "m is v", "grad is m", "grad is data"])
+def test_adamw_on_arrays_it_cannot_overwrite(how, length):
+    # the fast update overwrites data, m and v in place, unless that would change its numbers
+    rng = np.random.default_rng(length)
+    data, grad, m = (rng.standard_normal((length, 3)) for _ in range(3))
+    v = np.abs(rng.standard_normal((length, 3)))
+    if how == "read-only":
+        data = np.broadcast_to(data[:1], data.shape)
+    elif how == "one element per axis":
+        data = np.lib.stride_tricks.as_strided(data[:1].copy(), data.shape, (0, 8), writeable=True)
+    elif how == "m is v":
+        m = v
+    else:
+        grad = {"grad is m": m, "grad is data": data}[how]
+    kwargs = {"data": data, "grad": grad, "m": m, "v": v, "step": 3, "lr": 0.1, "betas": (0.9, 0.99),
+              "eps": 1e-8, "weight_decay": 0.1}
+    check_twins(Case("adamw_update", kwargs, np.float64, "C", 2, 1, 0))
