@@ -39,6 +39,7 @@ class Options:
     quick: bool
     with_torch: bool
     workers: tuple
+    workloads: tuple
     growth: bool
     plan: Plan
 
@@ -57,6 +58,10 @@ def parse(argv):
                              "fast kernels' blocks beside BLAS's own threads)")
     parser.add_argument("--no-growth", action="store_true", help="skip the sweeps, decoding and attention")
     parser.add_argument("--warmup", type=float, help="warm-up seconds per process and workload (1.5)")
+    parser.add_argument("--workloads", nargs="+", choices=list(specs.WORKLOADS), default=list(specs.WORKLOADS),
+                        help="the workloads timed on each config (default: all three)")
+    parser.add_argument("--name", default=None,
+                        help="the report's file names in --output (default latest; --quick: quick)")
     return parser.parse_args(argv)
 
 
@@ -74,7 +79,7 @@ def options_from(args):
     with_torch = not args.no_torch and importlib.util.find_spec("torch") is not None
     return Options(configs=args.configs or (["tiny"] if args.quick else list(specs.CONFIGS)),
                    threads=args.threads, quick=args.quick, with_torch=with_torch,
-                   workers=tuple(args.workers),
+                   workers=tuple(args.workers), workloads=tuple(args.workloads),
                    growth=not args.no_growth, plan=plan)
 
 
@@ -118,7 +123,7 @@ def main(argv=None):
     except ValueError as error:
         print(f"python -m benchmarks: {error}", file=sys.stderr)
         return 2
-    stem = "quick" if args.quick else "latest"
+    stem = args.name or ("quick" if args.quick else "latest")
     args.output.mkdir(parents=True, exist_ok=True)
     log = Log(sys.stderr)
     try:

@@ -42,8 +42,8 @@ def scope_for(first, options):
     names = tuple(n for n, library, _, _ in LIBRARIES
                   if n in options.workers and (options.with_torch or library != "torch"))
     if first:
-        return Scope(names, tuple(specs.WORKLOADS), options.growth and "fast" in names)
-    return Scope(names, TARGET_WORKLOADS, False)
+        return Scope(names, options.workloads, options.growth and "fast" in names)
+    return Scope(names, tuple(w for w in TARGET_WORKLOADS if w in options.workloads), False)
 
 
 class Log:
