@@ -59,13 +59,13 @@ QUICK_PLAN = Plan(warmup=0.0, budget=0.0, min_rounds=2, max_rounds=2, untimed_ro
 class WorkerProcess:
     """One ``python -m benchmarks.worker`` process and its JSON-lines pipe."""
 
-    def __init__(self, name, library, track, threads, env):
+    def __init__(self, name, library, track, threads, env, options=()):
         self.name, self.library, self.track = name, library, track
         if library == "npformer":
             env = {**env, "NPFORMER_TRACK": track}
         self.stderr = tempfile.TemporaryFile(mode="w+")
         command = [sys.executable, "-m", "benchmarks.worker", "--library", library,
-                   "--track", track, "--threads", str(threads)]
+                   "--track", track, "--threads", str(threads), *options]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=self.stderr, text=True, cwd=ROOT, env=env)
 

@@ -5,7 +5,7 @@ import statistics
 
 from benchmarks import specs
 from benchmarks.growth_report import growth_section
-from benchmarks.tables import MIB, NAMES, md_table, ms, reference_peak
+from benchmarks.tables import MIB, NAMES, SHORT, VARIANTS, md_table, ms, reference_peak
 from benchmarks.targets import targets_section
 
 def worker_rows(setting):
@@ -23,7 +23,9 @@ def worker_rows(setting):
             extra = (f"npformer {info['npformer']} from {info['npformer_path']}, track "
                      f"{info['track']}, fast twins registered: {info['fast_twins']}")
             if "cores" in info:
-                extra += (f", fast kernels on {info['cores']} core(s)"
+                extra += (f", fast kernels' row blocks: {info['cores']}"
+                          + (" (BLAS one thread per call, set by the worker)" if info.get("blas_one_thread") else "")
+                          + (" (beside BLAS's own threads)" if info.get("beside_blas") else "")
                           + (", freed memory kept for reuse" if info.get("keep_freed_memory") else ""))
         rows.append([NAMES[name], pools, f"Python {info['python']}, numpy {info['numpy']}; {extra}"])
     return rows
@@ -53,8 +55,9 @@ def workload_table(setting, kind):
     names = list(next(iter(setting["configs"].values()))[kind]["median"])
     has_torch = "torch" in names
     headers = ["config", "params", "tokens"] + [f"{NAMES[n]} ms" for n in names]
-    headers += [f"{n} / PyTorch" for n in names if n != "torch"] if has_torch else []
+    headers += [f"{SHORT[n]} / PyTorch" for n in names if n != "torch"] if has_torch else []
     headers += ["fast / PyTorch per round"] if has_torch else []
+    headers += ["fast / plain"] + [VARIANTS[n] for n in names if n in VARIANTS]
     headers += ["fast % peak", "rounds x calls", "other load"]
     rows = []
     for name, results in setting["configs"].items():
@@ -66,6 +69,8 @@ def workload_table(setting, kind):
         if has_torch:
             row += [f"{med[n] / med['torch']:.2f}x" for n in names if n != "torch"]
             row += [ratio_range(r, "fast")]
+        row += [f"{med['fast'] / med['plain']:.2f}x" if "plain" in med else "-"]
+        row += [f"{med[n] / med['fast']:.2f}x" for n in names if n in VARIANTS]
         row += [f"{100 * flops / med['fast'] / 1e9 / peak:.0f}%", f"{r['rounds']} x {r['calls']}",
                 f"{100 * r['other_load']:.0f}%"]
         rows.append(row)

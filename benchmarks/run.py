@@ -27,7 +27,7 @@ from benchmarks import specs
 from benchmarks.harness import QUICK_PLAN, ROOT, Plan, WorkerError
 from benchmarks.machine import cpu_model, git_commit, load_average, openblas_settings
 from benchmarks.specs import forward_flops  # noqa: F401  (the FLOP formula, importable from here)
-from benchmarks.suite import Log, run_setting
+from benchmarks.suite import DEFAULT_WORKERS, LIBRARIES, Log, run_setting
 
 HERE = Path(__file__).resolve().parent
 
@@ -40,6 +40,8 @@ class Options:
     threads: int
     quick: bool
     with_torch: bool
+    workers: tuple
+    workloads: tuple
     growth: bool
     plan: Plan
 
@@ -54,8 +56,15 @@ def parse(argv):
     parser.add_argument("--output", type=Path, default=None,
                         help="directory for the report (default results/; --quick: results/quick/)")
     parser.add_argument("--no-torch", action="store_true", help="npformer only (no PyTorch worker)")
+    parser.add_argument("--workers", nargs="+", choices=[n for n, *_ in LIBRARIES], default=DEFAULT_WORKERS,
+                        help="the workers to run (default: fast pinned plain torch; 'beside': the "
+                             "fast kernels' blocks beside BLAS's own threads)")
     parser.add_argument("--no-growth", action="store_true", help="skip the sweeps, decoding and attention")
     parser.add_argument("--warmup", type=float, help="warm-up seconds per process and workload (1.5)")
+    parser.add_argument("--workloads", nargs="+", choices=list(specs.WORKLOADS), default=list(specs.WORKLOADS),
+                        help="the workloads timed on each config (default: all three)")
+    parser.add_argument("--name", default=None,
+                        help="the report's file names in --output (default latest; --quick: quick)")
     return parser.parse_args(argv)
 
 
@@ -64,12 +73,16 @@ def options_from(args):
         args.threads = 1 if args.quick else os.cpu_count() or 1
     if args.threads < 1:
         raise ValueError(f"--threads: expected a positive count, got {args.threads}")
+    if "fast" not in args.workers:
+        raise ValueError(f"--workers: expected 'fast' among them (the tables compare with it), "
+                         f"got {' '.join(args.workers)}")
     plan = QUICK_PLAN if args.quick else Plan()
     if args.warmup is not None:
         plan = Plan(**{**plan.__dict__, "warmup": args.warmup})
     with_torch = not args.no_torch and importlib.util.find_spec("torch") is not None
     return Options(configs=args.configs or (["tiny"] if args.quick else list(specs.CONFIGS)),
                    threads=args.threads, quick=args.quick, with_torch=with_torch,
+                   workers=tuple(args.workers), workloads=tuple(args.workloads),
                    growth=not args.no_growth, plan=plan)
 
 
@@ -118,7 +131,7 @@ def main(argv=None):
     except ValueError as error:
         print(f"python -m benchmarks: {error}", file=sys.stderr)
         return 2
-    stem = "quick" if args.quick else "latest"
+    stem = args.name or ("quick" if args.quick else "latest")
     if args.output is None:
         args.output = default_output(args.quick)
     args.output.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,14 @@
 """The measurements of one run, in order, for each OpenBLAS setting.
 
-The first setting ("unset") is measured in full: the three workers (npformer fast,
-npformer plain, PyTorch) start together, report their thread pools, measure the GEMM
+The first setting ("unset") is measured in full: the workers (npformer fast as it chooses
+its threads by itself, npformer fast with BLAS one thread per call and its own row blocks on
+every core as ``npformer train --threads N`` runs it, npformer plain, PyTorch) start together, report their thread pools, measure the GEMM
 peak, time every config's workloads in alternating rounds, measure the peak again, then
 how cost grows (sequence length and width sweeps), KV-cached decoding and attention
-alone; last, the peak RSS of a fresh process per (library, track, config), two at a time.
-A second setting (the environment's OpenBLAS variables, when it sets any) measures what
-the targets need: the fast track and PyTorch, training step and forward, peak RSS.
+alone (without the BLAS-one-thread worker); last, the peak RSS of a fresh process per
+(library, track, config), two at a time (likewise).
+A second setting (the environment's OpenBLAS variables, when it sets any) measures the
+training step and the forward (every worker) and the peak RSS.
 """
 from __future__ import annotations
 
@@ -17,7 +19,12 @@ from benchmarks import specs
 from benchmarks.harness import WorkerProcess, measure, run_concurrently
 from benchmarks.machine import describe_openblas, load_average
 
-LIBRARIES = (("fast", "npformer", "fast"), ("plain", "npformer", "plain"), ("torch", "torch", "fast"))
+# (name, library, track, worker options)
+LIBRARIES = (("fast", "npformer", "fast", ()), ("pinned", "npformer", "fast", ("--blas-one-thread",)),
+             ("beside", "npformer", "fast", ("--beside-blas",)),
+             ("plain", "npformer", "plain", ()), ("torch", "torch", "fast", ()))
+DEFAULT_WORKERS = ("fast", "pinned", "plain", "torch")
+TIMED_ONLY = ("pinned", "beside")   # timed on the configs; not in the sweeps nor the memory runs
 TARGET_WORKLOADS = ("train", "forward")
 
 
@@ -32,10 +39,11 @@ class Scope:
 
 def scope_for(first, options):
     """Everything in the first setting; in a second one only what the targets need."""
-    names = tuple(n for n, library, _ in LIBRARIES if options.with_torch or library != "torch")
+    names = tuple(n for n, library, _, _ in LIBRARIES
+                  if n in options.workers and (options.with_torch or library != "torch"))
     if first:
-        return Scope(names, tuple(specs.WORKLOADS), options.growth)
-    return Scope(tuple(n for n in names if n != "plain"), TARGET_WORKLOADS, False)
+        return Scope(names, options.workloads, options.growth and "fast" in names)
+    return Scope(names, tuple(w for w in TARGET_WORKLOADS if w in options.workloads), False)
 
 
 class Log:
@@ -54,8 +62,8 @@ class Log:
 
 def start_workers(env, threads, names):
     """The worker processes of one setting, started together (their imports overlap)."""
-    return [WorkerProcess(name, library, track, threads, env)
-            for name, library, track in LIBRARIES if name in names]
+    return [WorkerProcess(name, library, track, threads, env, worker_options)
+            for name, library, track, worker_options in LIBRARIES if name in names]
 
 
 PEAK_SIZES, QUICK_PEAK_SIZES, PEAK_REPEATS = (1024, 1536, 2048), (128,), 5
@@ -129,7 +137,8 @@ def peak_memory(env, names, options):
     """{config: {worker name: peak RSS record}}, a fresh process each, two at a time."""
     jobs = [(config, name, ["--memory", config, "--library", library, "--track", track,
                             "--threads", str(options.threads)])
-            for config in options.configs for name, library, track in LIBRARIES if name in names]
+            for config in options.configs for name, library, track, _ in LIBRARIES
+            if name in names and name not in TIMED_ONLY]
     records = run_concurrently([job[2] for job in jobs], env, parallel=3 if options.quick else 2)
     out = {}
     for (config, name, _), record in zip(jobs, records):
@@ -150,7 +159,7 @@ def run_setting(label, env, options, log, first):
         result["configs"] = time_configs(workers, scope.workloads, options, log)
         result["peak_end"] = gemm_peaks(workers, options)
         if scope.growth:
-            result["growth"] = growth(workers, options, log)
+            result["growth"] = growth([w for w in workers if w.name not in TIMED_ONLY], options, log)
     finally:
         for worker in workers:
             worker.close()

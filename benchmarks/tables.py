@@ -4,7 +4,10 @@ from __future__ import annotations
 import math
 import statistics
 
-NAMES = {"fast": "npformer fast", "plain": "npformer plain", "torch": "PyTorch"}
+NAMES = {"fast": "npformer fast", "pinned": "npformer fast, BLAS 1 thread",
+         "beside": "npformer fast, blocks beside BLAS threads", "plain": "npformer plain", "torch": "PyTorch"}
+VARIANTS = {"pinned": "BLAS 1 thread / fast", "beside": "beside BLAS / fast"}   # fast run other ways
+SHORT = {"fast": "fast", "pinned": "fast BLAS 1 thread", "beside": "fast beside BLAS", "plain": "plain"}
 MIB = 2 ** 20
 
 

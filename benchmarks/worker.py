@@ -19,6 +19,7 @@ each call, and it would otherwise run on the core the next process is timed on.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -27,7 +28,7 @@ import traceback
 
 from benchmarks.machine import rss, threadpools
 
-_LIMITS = []            # the threadpoolctl limit in force (kept alive for the whole process)
+_LIMITS = contextlib.ExitStack()   # the thread limits in force (kept for the whole process)
 _FAST_SETUP = {}        # what the fast track's worker switched on
 
 
@@ -60,8 +61,16 @@ def gemm_peak(make_pair, sizes, repeats):
     return best
 
 
-def start_library(library, track, threads):
-    """Import the library, fix its thread counts and (npformer) its track."""
+def start_library(library, track, threads, blas_one_thread=False, beside_blas=False):
+    """Import the library, fix its thread counts and (npformer) its track.
+
+    The fast track's workers are programs that train: they keep freed memory for reuse (a
+    setting of the whole process, made here at their entry point). The fast track then
+    decides its own threads (``npformer.fast.parallel``); ``blas_one_thread`` runs it as
+    ``npformer train --threads N`` does: BLAS one thread per call, the fast kernels' row
+    blocks on ``threads`` cores (``runtime.cores.limit_blas_threads``, the old
+    ``use_cores(N)``); ``beside_blas`` cuts the fast kernels' work into blocks on ``threads``
+    cores while BLAS keeps its own threads (``use_cores(threads, beside_blas=True)``)."""
     from threadpoolctl import threadpool_limits
     if library == "torch":
         import torch
@@ -69,14 +78,22 @@ def start_library(library, track, threads):
     else:
         import npformer
         npformer.use_track(track)
-    _LIMITS.append(threadpool_limits(threads))
+    _LIMITS.enter_context(threadpool_limits(threads))
     if library != "torch" and track == "fast":
-        # the fast track as npformer train runs it: its own row blocks on every core (BLAS
-        # then one thread per call) and freed memory kept for reuse
-        import npformer.fast
         from npformer.runtime.memory import keep_freed_memory
-        npformer.fast.use_cores(threads)
         _FAST_SETUP["keep_freed_memory"] = keep_freed_memory()
+        if blas_one_thread:
+            from npformer.runtime.cores import limit_blas_threads
+            _LIMITS.enter_context(limit_blas_threads(threads))
+            _FAST_SETUP["blas_one_thread"] = True
+        elif beside_blas:
+            import npformer.fast
+            npformer.fast.use_cores(threads, beside_blas=True)
+            _FAST_SETUP["beside_blas"] = True
+        else:
+            import npformer.fast
+            if threads < npformer.fast.available_cores():     # the run's thread count holds for
+                npformer.fast.use_cores(threads)               # the fast kernels' own blocks too
 
 
 def library_info(library):
@@ -101,8 +118,8 @@ def library_info(library):
         twins = getattr(tracks, "twins", dict)
         info.update(npformer=npformer.__version__, npformer_path=os.path.dirname(npformer.__file__),
                     track=npformer.current_track(), fast_twins=len(twins()))
-        fast = importlib.import_module("npformer.fast")
-        if hasattr(fast, "cores"):
+        if npformer.current_track() == "fast":
+            fast = importlib.import_module("npformer.fast")
             info.update(cores=fast.cores(), **_FAST_SETUP)
     return info
 
@@ -188,12 +205,12 @@ class Server:
             return gemm_peak(random_square_pair, sizes, repeats)
 
 
-def serve(library, track, threads):
+def serve(library, track, threads, blas_one_thread=False, beside_blas=False):
     """Answer the parent's commands until ``quit`` or end of input."""
     protocol = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)           # anything a library prints goes to stderr, not into the protocol
     sys.stdout = sys.stderr
-    start_library(library, track, threads)
+    start_library(library, track, threads, blas_one_thread, beside_blas)
     server = Server(library, threads)
     for line in sys.stdin:
         command = json.loads(line)
@@ -225,13 +242,17 @@ def main(argv=None):
     parser.add_argument("--library", choices=["npformer", "torch"], required=True)
     parser.add_argument("--track", choices=["fast", "plain"], default="fast")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--blas-one-thread", action="store_true",
+                        help="fast track: BLAS one thread per call, the fast kernels on --threads cores")
+    parser.add_argument("--beside-blas", action="store_true",
+                        help="fast track: its blocks on --threads cores beside BLAS's own threads")
     parser.add_argument("--memory", metavar="CONFIG", help="measure peak RSS of this config and exit")
     parser.add_argument("--steps", type=int, default=2, help="training steps of the --memory run")
     args = parser.parse_args(argv)
     if args.memory:
         print(json.dumps(peak_memory(args.library, args.track, args.threads, args.memory, args.steps)))
         return 0
-    return serve(args.library, args.track, args.threads)
+    return serve(args.library, args.track, args.threads, args.blas_one_thread, args.beside_blas)
 
 
 if __name__ == "__main__":

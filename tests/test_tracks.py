@@ -142,7 +142,7 @@ def _run(name, inputs, options, upstream):
        B=st.integers(1, 3), N=st.integers(1, 7), d=st.integers(2, 9))
 def test_fast_twin_equals_plain(name, cores, seed, dtype, scale, B, N, d):
     # with 2 cores and no minimum of work per block, every kernel splits whatever it can
-    with on_cores(cores, min_work=1):
+    with on_cores(cores, min_work=1, beside_blas=True):
         _check_pair(name, seed, dtype, scale, B, N, d)
 
 
@@ -165,7 +165,7 @@ def _check_pair(name, seed, dtype, scale, B, N, d):
 @pytest.mark.parametrize("cores", [1, 2])
 @given(seed=seeds, dtype=dtypes, steps=st.integers(1, 4), decay=st.sampled_from([0.0, 0.1]))
 def test_fast_adamw_update_equals_plain(cores, seed, dtype, steps, decay):
-    with on_cores(cores, min_work=1):
+    with on_cores(cores, min_work=1, beside_blas=True):
         _check_adamw(seed, dtype, steps, decay)
 
 
@@ -196,7 +196,7 @@ def test_fast_rotation_equals_plain(cores, seed, dtype, layout, fraction, per_ro
     x = rng.standard_normal((B, 2, N, D)).astype(dtype)
     with track("plain"):
         expected = rotate(x, cos, sin, layout, rope.rotated)
-    with track("fast"), on_cores(cores, min_work=1):
+    with track("fast"), on_cores(cores, min_work=1, beside_blas=True):
         assert_same(expected, rotate(x, cos, sin, layout, rope.rotated), dtype, "rotation")
 
 
@@ -327,7 +327,7 @@ def _one_training_step(recipe, dtype, seed):
 def test_a_model_trains_identically_on_both_tracks(recipe, dtype, cores):
     with track("plain"):
         logits, loss, grads, params = _one_training_step(recipe, dtype, 3)
-    with track("fast"), on_cores(cores, min_work=1):
+    with track("fast"), on_cores(cores, min_work=1, beside_blas=True):
         fast_logits, fast_loss, fast_grads, fast_params = _one_training_step(recipe, dtype, 3)
     assert_same(logits, fast_logits, dtype, "logits")
     assert_same(loss, fast_loss, dtype, "loss")

@@ -3,9 +3,11 @@
 Each module here mirrors a component file of the plain track and holds functions of
 the same names and signatures, registered with ``@twin_of(plain)``. They compute the
 same numbers with speed idioms the plain files leave out: in-place and ``out=`` kernels,
-grouped GEMMs, reused buffers, blockwise tiling. ``npformer.core.track`` chooses which one
-runs; ``tests/test_tracks.py`` holds every pair equal.
+grouped GEMMs, reused buffers, blockwise tiling, row blocks on several cores
+(``parallel``: on every available core when BLAS runs one thread per call, none of its own
+while BLAS has threads; npformer never changes BLAS's threads). ``npformer.core.track``
+chooses which one runs; ``tests/test_tracks.py`` and ``tests/test_twin_differential.py``
+hold every pair equal on every input the plain function accepts.
 """
 from . import attention, ffn, flash_attention, functional, linear, loss, norm, optim, rope  # noqa: F401
-from ..runtime.memory import keep_freed_memory  # noqa: F401
 from .parallel import available_cores, cores, on_cores, use_cores  # noqa: F401

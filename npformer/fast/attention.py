@@ -19,7 +19,7 @@ from ..t04_attention import AttentionCache, combine_masks
 from ..t03_softmax import SoftmaxCache
 from ..core.track import twin_of
 from ..core.validate import check_mask, check_qkv, check_window, qkv_shapes
-from .functional import softmax_inplace
+from .functional import softmax_inplace, view_as
 from .parallel import run_blocks
 
 
@@ -33,9 +33,8 @@ def _blocks_over(B, H_kv, G, row_work, work):
 
 
 def _mask_block(mask, batch, q_heads):
-    """The part of a mask broadcasting to [B, H, N, M] that belongs to one block."""
-    if mask.ndim < 4:
-        return mask
+    """The part of a mask broadcasting to [B, H, N, M] (0 to 4 axes) that belongs to one block."""
+    mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)       # [B or 1, H or 1, N or 1, M or 1]
     return mask[batch if mask.shape[0] > 1 else slice(None), q_heads if mask.shape[1] > 1 else slice(None)]
 
 
@@ -59,19 +58,21 @@ def _forward(q, k, v, mask, scale, causal, window):
     mask = combine_masks(check_mask(mask, (B, H, N, M)), causal, check_window(window), N, M)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     G = H // H_kv
+    Dv = v.shape[3]
     weights = np.empty((B, H, N, M), q.dtype)
-    out = np.empty((B, H, N, v.shape[3]), q.dtype)
+    out = np.empty((B, H, N, Dv), q.dtype)
 
     def work(batch, kv_heads, q_heads):
         qb, kb, vb = q[batch, q_heads], k[batch, kv_heads], v[batch, kv_heads]
         nb, nh = kb.shape[:2]
         block = weights[batch, q_heads]          # contiguous: a whole batch row, or B = 1
+        grouped = view_as(block, (nb, nh, G * N, M))
         np.matmul((qb * q.dtype.type(scale)).reshape(nb, nh, G * N, D), kb.swapaxes(-1, -2),
-                  out=block.reshape(nb, nh, G * N, M))
+                  out=grouped)
         if mask is not None:
             np.copyto(block, q.dtype.type(-np.inf), where=~_mask_block(mask, batch, q_heads))
         softmax_inplace(block)                                   # scores become the weights
-        out[batch, q_heads] = (block.reshape(nb, nh, G * N, M) @ vb).reshape(nb, nh * G, N, -1)
+        out[batch, q_heads] = (grouped @ vb).reshape(nb, nh * G, N, Dv)
     _blocks_over(B, H_kv, G, G * N * M, work)
     return out, AttentionCache(q, k, v, SoftmaxCache(weights, -1), scale)
 
@@ -101,7 +102,7 @@ def _backward(d_out, cache):
     def work(batch, kv_heads, q_heads):
         kb, vb = k[batch, kv_heads], v[batch, kv_heads]
         nb, nh = kb.shape[:2]
-        d_out_g = d_out[batch, q_heads].reshape(nb, nh, G * N, -1)
+        d_out_g = d_out[batch, q_heads].reshape(nb, nh, G * N, v.shape[3])
         weights_g = weights[batch, q_heads].reshape(nb, nh, G * N, M)
         d_v[batch, kv_heads] = weights_g.swapaxes(-1, -2) @ d_out_g          # [nb, nh, M, Dv]
         d_scores = d_out_g @ vb.swapaxes(-1, -2)                 # d_weights [nb, nh, G*N, M]

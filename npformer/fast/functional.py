@@ -4,8 +4,14 @@ On this machine a fresh multi-megabyte temporary costs more in page faults than 
 arithmetic on it, so each function here works in one or two arrays, updated in place
 with ``out=`` and augmented assignment, and splits its rows over the cores
 (``parallel.run_blocks``). The numbers are those of the plain twins.
+
+Every array written in place here is one this module made C-contiguous itself: a
+[rows, last axis] view of anything else would be a copy, and the work would go to the copy.
 """
 from __future__ import annotations
+
+import math
+import operator
 
 import numpy as np
 
@@ -22,19 +28,46 @@ def contiguous(a):
 
 
 def as_rows(a):
-    """A [rows, last axis] view of a contiguous array (a 0-d array is one row of one)."""
-    return a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+    """A [rows, last axis] view of a C-contiguous array (a 0-d array is one row of one); the
+    row count is written out, so an axis of size 0 anywhere is fine."""
+    if not a.flags.c_contiguous:
+        raise ValueError("as_rows: expected a C-contiguous array (a view of anything else is a copy)")
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1]) if a.ndim else a.reshape(1, 1)
+
+
+def view_as(a, shape):
+    """``a`` reshaped to ``shape`` as a view, to be written into; a ValueError when that
+    would take a copy (the writes would go to the copy)."""
+    view = a.reshape(shape)
+    if view.size and not np.may_share_memory(view, a):
+        raise ValueError(f"view_as: an array of shape {a.shape} and strides {a.strides} has no "
+                         f"view of shape {shape}")
+    return view
 
 
 def map_rows(kernel, inputs, n_outputs=1):
     """Elementwise work over the cores: ``kernel(*inputs, *outputs)`` on each row block, the
-    outputs fresh arrays shaped like ``inputs[0]`` (the other inputs broadcast to it)."""
-    first = contiguous(inputs[0])
-    inputs = [first] + [contiguous(np.broadcast_to(a, first.shape)) for a in inputs[1:]]
-    outputs = [np.empty_like(first) for _ in range(n_outputs)]
+    outputs fresh arrays of the inputs' broadcast shape and dtype."""
+    shape = np.broadcast_shapes(*(np.shape(a) for a in inputs))
+    inputs = [contiguous(np.broadcast_to(a, shape)) for a in inputs]
+    outputs = [np.empty(shape, np.result_type(*inputs)) for _ in range(n_outputs)]
     rows = [as_rows(a) for a in inputs + outputs]
     run_blocks(lambda s: kernel(*(r[s] for r in rows)), len(rows[0]), rows[0].shape[1])
     return outputs
+
+
+def last_axis_only(axis, ndim):
+    """True when the reduction ``axis`` (an int, a tuple or None) is exactly the last axis
+    of an ``ndim``-dimensional array (an axis out of range is not: numpy then raises)."""
+    if ndim == 0:
+        return False
+    if axis is None:
+        return ndim == 1
+    try:
+        axes = [operator.index(a) for a in (axis if isinstance(axis, tuple) else (axis,))]
+    except TypeError:
+        return False
+    return len(axes) == 1 and axes[0] in (-1, ndim - 1)
 
 
 def softmax_inplace(scores, axis=-1):
@@ -42,11 +75,11 @@ def softmax_inplace(scores, axis=-1):
 
     Shift, exp and normalise write into the same array; a fully masked row becomes zeros.
     """
-    peak = np.max(scores, axis=axis, keepdims=True)
+    peak = np.asarray(np.max(scores, axis=axis, keepdims=True))     # (a 0-d input gives a scalar)
     peak[~np.isfinite(peak)] = 0                                # fully masked rows
     scores -= peak
     np.exp(scores, out=scores)
-    total = np.sum(scores, axis=axis, keepdims=True)
+    total = np.asarray(np.sum(scores, axis=axis, keepdims=True))
     total[total == 0] = 1                                       # fully masked rows stay 0
     scores *= 1 / total                                         # one division per row
     return scores
@@ -56,10 +89,10 @@ def softmax_inplace(scores, axis=-1):
 def softmax_forward(x, axis=-1, mask=None):
     """Twin of ``npformer.t03_softmax.softmax_forward``: one array, updated in place."""
     if mask is not None:
-        y = np.where(mask, x, x.dtype.type(-np.inf))
+        y = contiguous(np.where(mask, x, x.dtype.type(-np.inf)))
     else:
-        y = x.copy()
-    if axis % max(y.ndim, 1) == y.ndim - 1 and y.ndim:
+        y = np.array(x, order="C")
+    if last_axis_only(axis, y.ndim):
         rows = as_rows(y)
         run_blocks(lambda s: softmax_inplace(rows[s]), len(rows), rows.shape[1])
     else:
@@ -71,10 +104,10 @@ def softmax_forward(x, axis=-1, mask=None):
 def softmax_backward(d_out, cache):
     """Twin of ``npformer.t03_softmax.softmax_backward``: the row dot by einsum, then in place."""
     y = cache.y
-    if y.ndim == 0 or cache.axis % y.ndim != y.ndim - 1:
+    if not last_axis_only(cache.axis, y.ndim):
         return y * (d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True))
-    d_x = np.array(np.broadcast_to(d_out, y.shape), dtype=y.dtype)
-    rows, y_rows = as_rows(d_x), as_rows(y)
+    d_x = np.array(np.broadcast_to(d_out, y.shape), dtype=y.dtype, order="C")
+    rows, y_rows = as_rows(d_x), as_rows(contiguous(y))
 
     def work(s):
         rows[s] -= np.einsum("ij,ij->i", rows[s], y_rows[s])[:, None]
@@ -100,7 +133,7 @@ def _gelu_tanh_into(x, y, t):
 @twin_of(activation_file.gelu_tanh_forward)
 def gelu_tanh_forward(x):
     """Twin of ``npformer.t06_activations.gelu_tanh_forward``: two arrays, built with ``out=``."""
-    x = contiguous(x)
+    x = contiguous(x)                          # the cache keeps the array the kernel read
     y, t = map_rows(_gelu_tanh_into, [x], n_outputs=2)
     return y, GeluTanhCache(x, t)
 

@@ -8,6 +8,8 @@ product with a vector of ones, faster than ``.sum(axis=0)``.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import t02_linear as plain
@@ -20,7 +22,7 @@ from .parallel import run_blocks
 def linear_forward(x, weight, bias=None):
     """Twin of ``npformer.t02_linear.linear_forward``: one 2-D GEMM in row blocks, the bias in place."""
     d_in, d_out = weight.shape
-    rows = x.reshape(-1, d_in)
+    rows = x.reshape(math.prod(x.shape[:-1]), d_in)           # a copy when x is not contiguous
     y = np.empty((len(rows), d_out), np.result_type(x, weight))
 
     def work(s):
@@ -36,7 +38,8 @@ def linear_backward(d_out, cache):
     """Twin of ``npformer.t02_linear.linear_backward``: 2-D GEMMs in blocks, the bias gradient as ones @ dy."""
     x, weight = cache.x, cache.weight
     d_in, width = weight.shape
-    x_rows, d_rows = x.reshape(-1, d_in), d_out.reshape(-1, width)
+    x_rows = x.reshape(math.prod(x.shape[:-1]), d_in)
+    d_rows = d_out.reshape(math.prod(d_out.shape[:-1]), width)
     d_x = np.empty((len(d_rows), d_in), d_rows.dtype)
     d_weight = np.empty((d_in, width), d_rows.dtype)
     run_blocks(lambda s: np.matmul(d_rows[s], weight.T, out=d_x[s]), len(d_rows), d_in * width // 32)

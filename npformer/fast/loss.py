@@ -6,11 +6,14 @@ fancy indexing (one per row) instead of building a one-hot table.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import t11_loss as plain
 from ..t11_loss import IGNORE_INDEX, CrossEntropyCache, check_targets
 from ..core.track import twin_of
+from .functional import as_rows
 from .parallel import run_blocks
 
 
@@ -20,8 +23,9 @@ def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
     targets, counted = check_targets(logits, targets, ignore_index)
     safe = np.where(counted, targets, 0)
     V = logits.shape[-1]
-    rows, probs = logits.reshape(-1, V), np.empty(logits.shape, logits.dtype)
-    prob_rows, safe_rows, counted_rows = probs.reshape(-1, V), safe.reshape(-1), counted.reshape(-1)
+    n_rows = math.prod(logits.shape[:-1])
+    rows, probs = logits.reshape(n_rows, V), np.empty(logits.shape, logits.dtype)   # probs: C order
+    prob_rows, safe_rows, counted_rows = as_rows(probs), safe.reshape(-1), counted.reshape(-1)
 
     def work(s):
         p = prob_rows[s]
@@ -41,8 +45,10 @@ def cross_entropy_backward(d_loss, cache):
     """Twin of ``npformer.t11_loss.cross_entropy_backward``: one scaled copy, one-hot by fancy index."""
     weight = (cache.counted * (d_loss / max(cache.count, 1))).astype(cache.probs.dtype).reshape(-1)
     V = cache.probs.shape[-1]
-    d_logits = np.empty_like(cache.probs)
-    rows, prob_rows, targets = d_logits.reshape(-1, V), cache.probs.reshape(-1, V), cache.targets.reshape(-1)
+    n_rows = math.prod(cache.probs.shape[:-1])
+    d_logits = np.empty(cache.probs.shape, cache.probs.dtype)     # C order: its rows are views
+    rows, prob_rows = as_rows(d_logits), cache.probs.reshape(n_rows, V)
+    targets = cache.targets.reshape(-1)
 
     def work(s):
         np.multiply(prob_rows[s], weight[s, None], out=rows[s])

@@ -18,7 +18,7 @@ from .parallel import run_blocks
 def _normalise(x, eps, centre):
     """(xhat, rstd [rows, 1]) of x [..., d], rows split over the cores."""
     x = contiguous(x)
-    xhat = np.empty_like(x)
+    xhat = np.empty(x.shape, x.dtype)                    # C order: its rows are views
     x_rows, xhat_rows = as_rows(x), as_rows(xhat)
     rstd = np.empty((len(x_rows), 1), x.dtype)
     width, eps = x.dtype.type(x.shape[-1]), x.dtype.type(eps)
@@ -55,10 +55,13 @@ def rmsnorm_forward(x, gamma, eps=1e-6):
 
 def _norm_backward(d_out, cache, centre):
     """(d_x, d_gamma, d_beta) of either norm, rows split over the cores."""
-    xhat, gamma = cache.xhat, cache.gamma
+    # a plain forward's cache may hold xhat in any layout (that of its input): read C-ordered
+    # copies, and write d_x into an array made here, whose rows are views
+    xhat, gamma = contiguous(cache.xhat), cache.gamma
+    rstd = contiguous(np.broadcast_to(cache.rstd, xhat.shape[:-1] + (1,)))
     d_out = contiguous(np.broadcast_to(d_out, xhat.shape))
-    d_x = np.empty_like(xhat)
-    rows = [as_rows(a) for a in (xhat, cache.rstd, d_out, d_x)]
+    d_x = np.empty(xhat.shape, xhat.dtype)
+    rows = [as_rows(a) for a in (xhat, rstd, d_out, d_x)]
     width = xhat.dtype.type(xhat.shape[-1])
 
     def work(s):

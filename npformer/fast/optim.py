@@ -2,12 +2,15 @@
 
 No array is allocated per step: the moments and the parameter are updated in place with
 ``out=`` and augmented assignment, and the one temporary the update needs lives in a
-scratch buffer kept between calls (as large as the largest parameter seen so far), one
-per row block.
+scratch buffer kept between calls (as large as the largest parameter seen so far, one per
+calling thread), one slice per row block. Arrays that cannot be overwritten (read-only,
+a stride-0 axis, sharing memory with another argument) are updated in copies instead,
+which are returned: the plain update's results, as new arrays.
 """
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -16,15 +19,27 @@ from ..core.track import twin_of
 from .functional import as_rows, contiguous
 from .parallel import run_blocks
 
-_SCRATCH = {}
+_SCRATCH = threading.local()          # two threads updating at once each have their own
 
 
 def scratch_like(a):
-    """A reusable array of a's shape and dtype (its contents are garbage)."""
-    buffer = _SCRATCH.get(a.dtype)
+    """A reusable C-contiguous array of a's shape and dtype (its contents are garbage)."""
+    buffers = _SCRATCH.__dict__.setdefault("buffers", {})
+    buffer = buffers.get(a.dtype)
     if buffer is None or buffer.size < a.size:
-        buffer = _SCRATCH[a.dtype] = np.empty(a.size, a.dtype)
+        buffer = buffers[a.dtype] = np.empty(a.size, a.dtype)
     return buffer[:a.size].reshape(a.shape)
+
+
+def overwritable(arrays, others):
+    """True when each of ``arrays`` may be updated in place: writeable, no axis of stride 0
+    (one memory element standing for several entries), sharing memory with no other argument."""
+    for i, a in enumerate(arrays):
+        if not a.flags.writeable or any(st == 0 and n > 1 for st, n in zip(a.strides, a.shape)):
+            return False
+        if any(np.may_share_memory(a, b) for b in arrays[i + 1:] + others):
+            return False
+    return True
 
 
 def _update_rows(data, grad, m, v, scratch, step, lr, betas, eps, weight_decay):
@@ -50,7 +65,10 @@ def _update_rows(data, grad, m, v, scratch, step, lr, betas, eps, weight_decay):
 
 @twin_of(plain.adamw_update)
 def adamw_update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-    """Twin of ``npformer.training.optim.adamw_update``: overwrites ``data``, ``m`` and ``v`` and returns them."""
+    """Twin of ``npformer.training.optim.adamw_update``: overwrites ``data``, ``m`` and ``v`` and
+    returns them (or updates copies and returns those, when they cannot be overwritten)."""
+    if not overwritable([data, m, v], [grad]):
+        data, m, v = (np.array(a, order="C") for a in (data, m, v))
     if not all(a.flags.c_contiguous for a in (data, m, v)):     # row views would be copies
         _update_rows(data, grad, m, v, scratch_like(data), step, lr, betas, eps, weight_decay)
         return data, m, v

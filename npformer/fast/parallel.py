@@ -1,23 +1,49 @@
-"""Running the fast kernels on several cores: row blocks on a small pool of threads.
+"""The fast track's threads: its kernels' work cut into row blocks computed at once.
 
 NumPy releases the GIL inside its ufuncs and BLAS calls, so two Python threads working on
-two halves of an array run on two cores. ``use_cores(n)`` makes the fast kernels split
-their work (matrix products, GELU, softmax, norms, the optimizer update) into n row blocks
-run at once, and limits BLAS to one thread per call: a BLAS library left with its own
-threads keeps them spinning after each product, on the very cores the elementwise work
-needs. ``use_cores(1)`` (the default) runs everything on the calling thread and leaves BLAS
-as it was configured.
+two halves of an array run on two cores. The fast kernels cut their work (matrix products,
+GELU, softmax, the norms, the loss, the optimizer update) into row blocks and run them at
+once on a pool of threads, one block per core, when that pays:
 
-    import npformer.fast
-    npformer.fast.use_cores(2)        # what npformer train and the benchmarks do
+- **BLAS runs one thread per call** (a program chose so, e.g. ``npformer.runtime.cores.
+  limit_blas_threads``, or ``OPENBLAS_NUM_THREADS=1``): every available core gets a block.
+- **BLAS has threads of its own** (numpy's default: one per core): the pool stands aside.
+  The matrix products are BLAS's to thread, and the elementwise work stays on the calling
+  thread: after each product BLAS's threads keep spinning for a while on the very cores a
+  second set of threads would need, and two sets of threads on the same cores are slower
+  than either alone.
+
+So choosing the fast track needs no further call, never pins BLAS (a setting of the whole
+process, left to programs) and is never slower than leaving BLAS its own threads: it is
+exactly that unless BLAS runs one thread per call. The choice below is per thread (a
+context variable, like the track):
+
+    npformer.fast.use_cores(2)                  # at most 2 blocks (default: every core)
+    with npformer.fast.on_cores(4, min_work=1, beside_blas=True): ...   # what the tests do
 """
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
-_state = {"cores": 1, "pool": None, "blas_limit": None, "min_work": 1 << 17}
+MIN_WORK = 1 << 17
+
+
+class CoreSetting(NamedTuple):
+    """How the fast kernels of one thread split their work."""
+
+    cores: int | None = None       # blocks at most (None: every available core)
+    min_work: int = MIN_WORK       # elements of work a block gets at least
+    beside_blas: bool = False      # split even while BLAS runs threads of its own
+
+
+_setting = contextvars.ContextVar("npformer_cores", default=CoreSetting())
+_pool = {"executor": None, "threads": 0, "blas": None}
+_lock = threading.Lock()
 
 
 def available_cores():
@@ -28,53 +54,75 @@ def available_cores():
         return os.cpu_count() or 1
 
 
+def blas_threads():
+    """Threads BLAS runs per call now: the most of any BLAS library loaded when the fast track
+    first asked (0 when threadpoolctl cannot tell). A cheap call into each library."""
+    with _lock:
+        if _pool["blas"] is None:
+            try:
+                from threadpoolctl import ThreadpoolController
+                _pool["blas"] = ThreadpoolController().select(user_api="blas").lib_controllers
+            except Exception:                                # pragma: no cover - no threadpoolctl
+                _pool["blas"] = []
+    return max((library.num_threads or 0 for library in _pool["blas"]), default=0)
+
+
 def cores():
-    """How many cores the fast kernels use now."""
-    return _state["cores"]
+    """How many blocks the fast kernels of this thread cut their work into now (1: no threads)."""
+    setting = _setting.get()
+    chosen = setting.cores or available_cores()
+    if chosen > 1 and not setting.beside_blas and blas_threads() != 1:
+        return 1                                             # BLAS threads the products itself
+    return chosen
 
 
-def use_cores(n, min_work=1 << 17):
-    """Split the fast kernels' work over ``n`` cores (1: no threads); returns the previous count.
+def _check(name, value, allow_none=False):
+    if allow_none and value is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}: expected a positive integer{' or None' if allow_none else ''}, "
+                         f"got {value!r}")
+    return value
 
-    ``min_work``: a block gets at least this many elements of work (about 0.1 milliseconds
-    of elementwise arithmetic: less is not worth handing to a thread).
-    """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n: expected a positive integer number of cores, got {n!r}")
-    if isinstance(min_work, bool) or not isinstance(min_work, int) or min_work < 1:
-        raise ValueError(f"min_work: expected a positive integer, got {min_work!r}")
-    previous = _state["cores"]
-    if _state["pool"] is not None:
-        _state["pool"].shutdown(wait=True)
-        _state["pool"] = None
-    if _state["blas_limit"] is not None:
-        _state["blas_limit"].restore_original_limits()
-        _state["blas_limit"] = None
-    if n > 1:
-        from threadpoolctl import threadpool_limits
-        _state["blas_limit"] = threadpool_limits(limits=1, user_api="blas")
-        _state["pool"] = ThreadPoolExecutor(max_workers=n - 1, thread_name_prefix="npformer")
-    _state["cores"], _state["min_work"] = n, min_work
+
+def use_cores(n=None, min_work=MIN_WORK, beside_blas=False):
+    """Let the fast kernels of this thread cut their work into at most ``n`` blocks (None: one
+    per available core; 1: no threads), each of at least ``min_work`` elements of work (about
+    0.1 ms of elementwise arithmetic by default). ``beside_blas``: split even while BLAS has
+    threads of its own. Returns the previous ``n``. Changes no BLAS setting."""
+    previous = _setting.get().cores
+    _setting.set(CoreSetting(_check("n", n, True), _check("min_work", min_work), bool(beside_blas)))
     return previous
 
 
 @contextlib.contextmanager
-def on_cores(n, min_work=1 << 17):
-    """``use_cores(n, min_work)`` inside a ``with`` block only."""
-    previous, previous_work = _state["cores"], _state["min_work"]
-    use_cores(n, min_work)
+def on_cores(n=None, min_work=MIN_WORK, beside_blas=False):
+    """``use_cores(n, min_work, beside_blas)`` inside a ``with`` block only."""
+    token = _setting.set(CoreSetting(_check("n", n, True), _check("min_work", min_work),
+                                     bool(beside_blas)))
     try:
         yield n
     finally:
-        use_cores(previous, previous_work)
+        _setting.reset(token)
 
 
 def blocks(n_rows, row_work=1):
     """Up to ``cores()`` contiguous slices covering range(n_rows), each with at least
     ``min_work`` elements of work when a row costs ``row_work``."""
-    parts = max(1, min(_state["cores"], n_rows, n_rows * row_work // _state["min_work"]))
+    parts = max(1, min(cores(), n_rows, n_rows * row_work // _setting.get().min_work))
     edges = [n_rows * i // parts for i in range(parts + 1)]
     return [slice(edges[i], edges[i + 1]) for i in range(parts)]
+
+
+def _executor(threads):
+    """The shared pool, grown to at least ``threads`` threads."""
+    with _lock:
+        if _pool["threads"] < threads:
+            # the smaller pool is not shut down: a thread may still be submitting to it; its
+            # idle threads end when it is no longer referenced
+            _pool["executor"] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="npformer")
+            _pool["threads"] = threads
+        return _pool["executor"]
 
 
 def run_blocks(work, n_rows, row_work=1):
@@ -87,6 +135,7 @@ def run_blocks(work, n_rows, row_work=1):
     parts = blocks(n_rows, row_work)
     if len(parts) == 1:
         return [work(parts[0])]
-    futures = [_state["pool"].submit(work, rows) for rows in parts[1:]]
+    pool = _executor(len(parts) - 1)
+    futures = [pool.submit(work, rows) for rows in parts[1:]]
     first = work(parts[0])
     return [first] + [f.result() for f in futures]

@@ -28,10 +28,13 @@ def rotate(x, cos, sin, layout="half", rotated=None):
     if x.ndim < 2:
         _rotate_into(x, cos, sin, out, layout, rotated)
         return out
-    per_row = cos.ndim == x.ndim and cos.shape[0] == x.shape[0] > 1     # positions per batch row
+
+    def rows_of(table, s):
+        """The rows of a cos or sin table for batch rows ``s`` (a table without a batch axis
+        of its own, or with one of size 1, serves every row)."""
+        return table[s] if table.ndim == x.ndim and table.shape[0] > 1 else table
 
     def work(s):
-        c, n = (cos[s], sin[s]) if per_row else (cos, sin)
-        _rotate_into(x[s], c, n, out[s], layout, rotated)
+        _rotate_into(x[s], rows_of(cos, s), rows_of(sin, s), out[s], layout, rotated)
     run_blocks(work, x.shape[0], int(np.prod(x.shape[1:])))
     return out
