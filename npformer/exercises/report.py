@@ -134,12 +134,19 @@ def _done_lines(checks, claims):
     fixed = [c for c in checks if "case" in c]
     parts = []
     if drawn:
-        parts.append(f"{len(drawn)} results equal npformer's on {max(c['examples'] for c in drawn)} drawn inputs each")
+        equal = "1 result equals" if len(drawn) == 1 else f"{len(drawn)} results equal"
+        parts.append(f"{equal} npformer's on {max(c['examples'] for c in drawn)} drawn inputs each")
     if fixed:
-        parts.append(f"{len(fixed)} fixed problems")
+        parts.append(_counted(len(fixed), "fixed problem"))
     if properties or claims:
-        parts.append(f"{len(properties) + len(claims)} properties hold")
+        held = len(properties) + len(claims)
+        parts.append("1 property holds" if held == 1 else f"{held} properties hold")
     return [", ".join(parts)] + claim_lines(claims)
+
+
+def _counted(n, noun):
+    """'1 fixed problem', '3 fixed problems'."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def format_outcome(outcome):

@@ -27,14 +27,23 @@ from .subject import Subject, describe_error
 TOLERANCES = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2}
 
 
+SHRINK_CALLS = 100             # examples hypothesis may try while shrinking one failure
+
+
 class _Found(Exception):
     """Raised inside a hypothesis search to mark an example as failing."""
 
 
+class _Enough(BaseException):
+    """Raised inside a hypothesis search to stop shrinking (hypothesis lets it through)."""
+
+
 def search(strategy, failing, examples, seed, corners=()):
-    """The smallest example hypothesis can find for which ``failing(example)`` is true, or None.
-    ``corners``: examples tried first, whatever hypothesis draws (one that fails is shrunk)."""
-    found = []
+    """The smallest example hypothesis can find, within ``SHRINK_CALLS`` tries of shrinking
+    (a bound on time that gives the same example on every machine), for which
+    ``failing(example)`` is true, or None. ``corners``: examples tried first, whatever
+    hypothesis draws (one that fails is shrunk)."""
+    found, tries = [], [0]
 
     @hypothesis_seed(seed)
     @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
@@ -42,6 +51,10 @@ def search(strategy, failing, examples, seed, corners=()):
               phases=(Phase.explicit, Phase.generate, Phase.shrink), verbosity=Verbosity.quiet)
     @given(strategy)
     def probe(example):
+        if found:
+            tries[0] += 1
+            if tries[0] > SHRINK_CALLS:
+                raise _Enough
         if failing(example):
             found.append(example)
             raise _Found
@@ -49,8 +62,8 @@ def search(strategy, failing, examples, seed, corners=()):
         probe = hypothesis_example(corner)(probe)
     try:
         probe()
-    except _Found:
-        return found[-1]                  # the last one hypothesis ran: the smallest
+    except (_Found, _Enough):
+        return found[-1]                  # the last one that failed: the smallest so far
     return None
 
 
@@ -90,7 +103,8 @@ class Checker:
         self.rtol, self.atol, self.dtype = rtol, atol, None
         self.properties = [p for p in properties.of(self.component.name) if p.drawn and
                            (subject.differentiates or not p.needs_backward) and not self.vacuous(p)]
-        self.results, self.seen = {}, []
+        self.results, self.seen, self.ran, self._matches = {}, [], [], {}
+        self.raised = False
         self.candidates = mistakes.of_functions(self.component.functions)
         self.corners = [c for c in strategies.corner_examples(self.component.name) if subject.can_run(c)]
         draw = self.component.draw
@@ -119,20 +133,26 @@ class Checker:
             except Exception:               # noqa: BLE001 - the comparison will say what failed
                 self.dtype = "float64"
 
-    def compare(self, example):
-        """{check name: failure message or None} on one example."""
+    def compare(self, example, only=None):
+        """{check name: failure message or None} on one example (``only``: that check alone)."""
         self._dtype_of(example)
+        if only is not None and not only.startswith(("output", "gradient")):
+            prop = next(p for p in self.properties if p.text == only)
+            return {only: self._property(prop, example)}
         mine, error = self.subject.outcome(example)
+        self.raised = error is not None
         right = self.reference_outcome(example)
         found = {}
         for name, expected in right.items():
+            if only is not None and name != only:
+                continue
             if error:
                 found[name] = f"your implementation raised {error}"
                 continue
             mismatch = compare_tensor(name, mine.get(name), expected, factors(self.component.name, example),
                                       self.tolerance(), self.atol)
             found[name] = None if mismatch is None else mismatch
-        for prop in self.properties:
+        for prop in self.properties if only is None else ():
             found[prop.text] = self._property(prop, example)
         return found
 
@@ -145,6 +165,15 @@ class Checker:
             return str(failure)
         except Exception as error:         # noqa: BLE001 - the implementation's own error
             return f"your implementation raised {describe_error(error)}"
+
+    def matches(self, example, outputs_only):
+        """``matching_mistakes`` on ``example``, the first examples seen and two on which the
+        code under test computed wrong numbers without raising (two mistakes may raise the same
+        error), remembered."""
+        key = (id(example), outputs_only)
+        if key not in self._matches:
+            self._matches[key] = matching_mistakes(self, [example] + self.seen + self.ran, outputs_only)
+        return self._matches[key]
 
     def reference_outcome(self, example):
         """The reference's results on ``example``: what the implementation is compared on
@@ -160,6 +189,8 @@ class Checker:
         found = self.compare(example)
         if len(self.seen) < 4:
             self.seen.append(example)
+        elif not self.raised and len(self.ran) < 2 and any(f is not None for f in found.values()):
+            self.ran.append(example)               # wrong numbers, not an error: they tell mistakes apart
         for name, failure in found.items():
             kind = "output" if name.startswith("output") else "gradient" if name.startswith("gradient") \
                 else "property"
@@ -170,11 +201,14 @@ class Checker:
 
     def run(self, examples, seed):
         """[CheckResult]: every check on ``examples`` drawn inputs (and the corners), each failure
-        shrunk to its smallest example and diagnosed, then the fixed-number properties."""
+        shrunk to a small example and diagnosed, then the fixed-number properties. A failing
+        check reuses an example already shrunk for another when it fails there too (one wrong
+        line usually breaks the output and every gradient at once)."""
         explore(self.strategy, self.record, examples, seed, self.corners)
+        shrunk = []
         for check in self.results.values():
             if check.failure is not None:
-                check.failure = smallest_failure(self, check.name, examples, seed)
+                check.failure = smallest_failure(self, check.name, examples, seed, shrunk)
         return list(self.results.values()) + fixed_properties(self.subject) + self.vacuous_checks()
 
 
@@ -227,20 +261,25 @@ def as_subject(component, forward, backward=None, vjp=None):
     return Subject(component, forward, backward, vjp, name=name, signature_of=signature_of)
 
 
-def smallest_failure(checker, name, examples, seed):
-    """The check ``name``'s failure on the smallest example hypothesis finds, diagnosed."""
+def smallest_failure(checker, name, examples, seed, shrunk=None):
+    """The check ``name``'s failure on the smallest example hypothesis finds, diagnosed.
+    ``shrunk``: examples already shrunk for other checks, tried first (and added to)."""
     def fails(example):
-        return checker.compare(example).get(name) is not None
+        return checker.compare(example, only=name).get(name) is not None
+    shrunk = [] if shrunk is None else shrunk
+    example = next((e for e in shrunk if fails(e)), None)
     # hypothesis's own search first, for an example it can shrink; the corners if it finds none
-    example = search(checker.strategy, fails, examples, seed) or \
+    example = example or search(checker.strategy, fails, examples, seed) or \
         search(checker.strategy, fails, examples, seed, checker.corners)
     if example is None:                                   # flaky: keep what the first search saw
         return checker.results[name].failure
-    found = checker.compare(example)[name]
+    if not any(e is example for e in shrunk):
+        shrunk.append(example)
+    found = checker.compare(example, only=name)[name]
     failure = Failure(example, _message(found), diagnoses=[] if isinstance(found, str) else found["diagnoses"])
     if not name.startswith(("output", "gradient")):
         return failure
-    failure.matches = matching_mistakes(checker, [example] + checker.seen, outputs_only=name.startswith("output"))
+    failure.matches = checker.matches(example, outputs_only=name.startswith("output"))
     failure.mistake = failure.matches[0] if failure.matches else None
     if failure.mistake is not None:
         failure.diagnoses = []

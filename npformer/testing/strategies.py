@@ -299,9 +299,11 @@ def _attention_corners(rng, grouped):
     table = rng.random((N, M)) < 0.6
     table[1] = False                                                             # reads nothing
     names = ("q", "k", "v")
+    own = (_normal(rng, B, H_kv, N, D), _normal(rng, B, H_kv, N, D))     # self-attention: M = N
     return [Example(names, (q, k, v), {"mask": left, "causal": True, "window": 2, "scale": 0.7}),
             Example(names, (q, k, v), {"mask": table, "causal": False, "window": None}),
-            Example(names, (q, k, v), {"mask": None, "causal": True, "window": None})]
+            Example(names, (q, k, v), {"mask": None, "causal": True, "window": None}),
+            Example(names, (q,) + own, {"mask": None, "causal": False, "window": None})]
 
 
 def _softmax_corners(rng):

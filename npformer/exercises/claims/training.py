@@ -4,7 +4,9 @@ A GPT-2-style decoder (tied head, LayerNorm, tanh-GELU, learned positions; width
 4 heads, 2 layers) is built from the learner's package and trained by its own
 ``train`` with its own AdamW, cross-entropy and every backward it wrote; then it
 reverses held-out digit strings by greedy decoding. The settings are those of the
-library's test ``test_reverse_task_reaches_99_percent_heldout``.
+library's test ``test_reverse_task_reaches_99_percent_heldout``. It runs on the plain track,
+unlike the library's training commands: a fast twin of the library's attention would compute
+its own softmax and skip the learner's.
 """
 from __future__ import annotations
 

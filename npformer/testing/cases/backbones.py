@@ -13,8 +13,10 @@ from .registry import case, normal, real_tokens, shape
 @case("mean_pool")
 def _(rng, size):
     B, N, d, H = shape(size)
-    return (mean_pool_forward, mean_pool_backward), (normal(rng, B, N, d),), \
-        {"key_mask": real_tokens(B, N)}
+    key_mask = real_tokens(B, N)
+    if size == 1:
+        key_mask[-1] = False                    # a row of padding alone pools to zeros
+    return (mean_pool_forward, mean_pool_backward), (normal(rng, B, N, d),), {"key_mask": key_mask}
 
 
 @case("l2_normalize")
