@@ -150,7 +150,9 @@ def test_a_closed_pipe_ends_quietly(command):
 
 @pytest.mark.parametrize("command", [["gradcheck"], ["examples"]])
 def test_ctrl_c_ends_quietly(command):
-    proc = subprocess.Popen(CLI + command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a shell's background job starts with SIGINT ignored, and Python then keeps it ignored
+    proc = subprocess.Popen(CLI + command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     proc.stdout.readline()                               # it has started working
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)

@@ -34,9 +34,13 @@ def _quiet(*lines):
 @pytest.fixture
 def fewer_draws(monkeypatch):
     """Fewer drawn inputs per component: the corner examples find a seeded mistake first, and a
-    correct implementation passes on any number (the grader itself draws 40)."""
+    correct implementation passes on any number (the grader itself draws 40). Shorter shrinking
+    too: a less shrunk example tells mistakes apart at least as well (it has more numbers that
+    differ), and shrinking is most of a failing exercise's time."""
     import npformer.exercises.judging as judging
+    import npformer.testing.conformance as conformance
     monkeypatch.setattr(judging, "EXAMPLES", 12)
+    monkeypatch.setattr(conformance, "SHRINK_CALLS", 20)
 
 
 def exercise_of(path):
