@@ -12,6 +12,8 @@ from npformer.cli import main
 from npformer.testing import COMPONENTS, ConformanceError, conform
 from npformer.testing.components import find
 from npformer.testing.references import decode_step
+from npformer.testing.strategies import Example
+from npformer.testing.subject import Subject
 
 EXAMPLES = 25
 
@@ -185,6 +187,31 @@ def test_options_a_function_does_not_take_are_left_at_their_defaults():
     text = " ".join(str(report).split())    # the report wraps long lines
     assert "attention takes no scale, causal, window: checked only on examples with scale=None, " \
            "causal=False, window=None" in text
+
+
+def test_two_mistakes_at_once_are_not_named_as_one_of_them():
+    forward, _ = find("softmax").reference_pair()
+
+    def finite_fill(x, axis=-1, mask=None):          # -1e9 where a masked score should be -inf
+        return forward(x if mask is None else np.where(mask, x, -1e9), axis)
+
+    def diagonal_only(d_out, cache):
+        return cache.y * (1 - cache.y) * d_out
+    report = conform("softmax", finite_fill, diagonal_only, examples=EXAMPLES)
+    _check_fails(report, "gradient of x")
+    # each catalogued mistake alone computes other gradients than the two together
+    assert all(c.failure.mistake is None for c in report.checks if c.failure is not None), str(report)
+    assert "diagnosis:" in str(report) or "relative error" in str(report)
+
+
+def test_code_that_writes_into_its_inputs_leaves_the_drawn_example_alone():
+    def relu_in_place(x):
+        np.maximum(x, 0, out=x)
+        return x
+    example = Example(("x",), (np.array([-1.0, 2.0]),))
+    values, error = Subject("relu", relu_in_place).result(example)
+    assert error is None and values["output"].tolist() == [0.0, 2.0]
+    assert example.args[0].tolist() == [-1.0, 2.0]
 
 
 def test_a_finite_mask_fill_is_named_on_a_forward_alone():

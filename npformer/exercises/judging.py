@@ -65,7 +65,7 @@ def _component_entry(name, check):
     return {"component": name, "check": check.name, "kind": check.kind, "ok": check.passed,
             "examples": check.examples, "message": failure and failure.message,
             "mistake": failure and _mistake_json(failure.mistake),
-            "diagnoses": failure.diagnoses if failure else [],
+            "diagnoses": failure.diagnoses if failure and failure.mistake is None else [],
             "example": failure.example.describe() if failure and failure.example else None}
 
 
@@ -134,8 +134,8 @@ def judge_exercise(exercise, patches, progress=None):
             fixed.append((case, size, _CaseFailure(judge_case(build, patches, candidates))))
     claim_entries, claim_failures = _claims(exercise, patches, progress, candidates)
     # several mistakes may fit one check: name the one that fits them all
-    mistakes.settle([c.failure for _, c in drawn if c.failure is not None] + [f for _, _, f in fixed]
-                    + claim_failures)
+    mistakes.settle([c.failure for _, c in drawn if c.failure is not None and c.kind != "property"]
+                    + [f for _, _, f in fixed if not f.verdict["ok"]] + claim_failures)
     for _, _, found in fixed:
         found.verdict["mistake"] = found.mistake
     for found in claim_failures:

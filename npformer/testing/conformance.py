@@ -146,7 +146,7 @@ class Checker:
         for name, expected in right.items():
             if only is not None and name != only:
                 continue
-            if error:
+            if error and name not in mine:          # the output stands when only the backward raised
                 found[name] = f"your implementation raised {error}"
                 continue
             mismatch = compare_tensor(name, mine.get(name), expected, factors(self.component.name, example),
@@ -159,7 +159,7 @@ class Checker:
     def _property(self, prop, example):
         try:
             with np.errstate(all="ignore"):             # NaN and overflow are results too
-                prop.check(self.subject, example)
+                prop.check(self.subject, example.fresh())
             return None
         except properties.PropertyFailed as failure:
             return str(failure)
@@ -239,7 +239,7 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
                             f"examples with {taken}")
     report.checks = checker.run(examples, seed)
     report.tolerance, report.dtype = checker.tolerance(), checker.dtype or "float64"
-    mistakes.settle([c.failure for c in report.checks if c.failure is not None])
+    mistakes.settle([c.failure for c in report.checks if c.failure is not None and c.kind != "property"])
     if not subject.differentiates and not subject.component.forward_only:
         report.checks.append(CheckResult("gradients", "gradient", skipped="no backward or vjp given"))
     return report
@@ -281,9 +281,7 @@ def smallest_failure(checker, name, examples, seed, shrunk=None):
         return failure
     failure.matches = checker.matches(example, outputs_only=name.startswith("output"))
     failure.mistake = failure.matches[0] if failure.matches else None
-    if failure.mistake is not None:
-        failure.diagnoses = []
-    return failure
+    return failure                    # its generic diagnoses are shown only if no mistake is named
 
 
 def matching_mistakes(checker, examples, outputs_only=False):
@@ -298,7 +296,9 @@ def matching_mistakes(checker, examples, outputs_only=False):
         found = [subject.result(e) for e in examples]
         if not outputs_only:
             return found
-        return [({k: v for k, v in values.items() if k.startswith("output")}, error) for values, error in found]
+        outputs = [{k: v for k, v in values.items() if k.startswith("output")} for values, _ in found]
+        # an error raised after the output was computed (in the backward) is no output's mistake
+        return [(kept, None if kept else error) for kept, (_, error) in zip(outputs, found)]
     theirs = results(checker.subject)
     right = results(checker.reference)
     found = []

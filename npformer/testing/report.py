@@ -107,7 +107,8 @@ def _check_lines(check):
     said = [failure.message]
     if failure.mistake is not None:
         said += [f"the mistake: {failure.mistake.says}", f"re-check: {failure.mistake.recheck}"]
-    said += [f"diagnosis: {diagnosis}" for diagnosis in failure.diagnoses]
+    else:
+        said += [f"diagnosis: {diagnosis}" for diagnosis in failure.diagnoses]
     for text in said:
         lines += textwrap.wrap(text, WIDTH, initial_indent=" " * 8, subsequent_indent=" " * 10,
                                break_on_hyphens=False)

@@ -40,6 +40,13 @@ class Example:
         """{name: value} of every argument, positional then keyword."""
         return {**dict(zip(self.names, self.args)), **self.options}
 
+    def fresh(self):
+        """A copy whose arrays are copies: code that writes into its inputs spoils only this."""
+        def copied(value):
+            return value.copy(order="K") if isinstance(value, np.ndarray) else value
+        return Example(self.names, tuple(copied(a) for a in self.args),
+                       {k: copied(v) for k, v in self.options.items()})
+
     def describe(self, width=100):
         """The example as text: each argument's shape and, when small, its values."""
         lines = []

@@ -100,17 +100,21 @@ class Subject:
         return values, None if error is None else describe_error(error)
 
     def result(self, example):
-        """(values, None), or ({}, the exception the implementation raised)."""
+        """(values, None), or (what was computed before the error: the output when only the
+        backward raised, the exception the implementation raised)."""
         self._names = example.names
+        values = {}
         try:
             with np.errstate(all="ignore"):
-                return self._outcome(example), None
+                self._outcome(example.fresh(), values)
+            return values, None
         except Exception as error:             # noqa: BLE001 - the implementation's own error
-            return {}, error
+            return values, error
 
-    def _outcome(self, example):
+    def _outcome(self, example, values):
+        """Fill ``values``: the output first, then one gradient per float input."""
         out, cache = self._call(example.args, example.options)
-        values = _outputs(out)
+        values.update(_outputs(out))
         if self.differentiates:
             G = upstream_like(out)
             if self.vjp is not None:
@@ -119,7 +123,6 @@ class Subject:
                 grads = per_float_input(self.backward(np.array(G), cache), example.args)
             floats = [n for n, a in zip(example.names, example.args) if is_float_array(a)]
             values.update({f"gradient of {n}": _as_array(g) for n, g in zip(floats, grads)})
-        return values
 
 
 def untaken_options(function, defaults):

@@ -55,7 +55,16 @@ def settle(failures):
     """Choose each failure's mistake so the failures agree: several mistakes may fit one check
     (assigning and fancy-index adding give the same rows after one backward pass), and the one
     that fits every failing check of the same function is the one to name. ``failures``: records
-    with ``matches`` (candidates, in catalogue order) and ``mistake``, set in place."""
+    with ``matches`` (candidates, in catalogue order) and ``mistake``, set in place: the failing
+    checks that were compared with the catalogue (a property is not).
+
+    A failure no catalogued mistake explains means the code computes something none of them
+    does (or holds two mistakes, one of them unknown): then nothing is named, since a mistake
+    that fits some checks but not that one is not what the code does."""
+    if any(not failure.matches for failure in failures):
+        for failure in failures:
+            failure.mistake = None
+        return
     by_function = {}
     for failure in failures:
         names = {m.function for m in failure.matches}
