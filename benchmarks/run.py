@@ -26,7 +26,6 @@ from pathlib import Path
 from benchmarks import specs
 from benchmarks.harness import QUICK_PLAN, ROOT, Plan, WorkerError
 from benchmarks.machine import cpu_model, git_commit, load_average, openblas_settings
-from benchmarks.specs import forward_flops  # noqa: F401  (the FLOP formula, importable from here)
 from benchmarks.suite import DEFAULT_WORKERS, LIBRARIES, Log, run_setting
 
 HERE = Path(__file__).resolve().parent

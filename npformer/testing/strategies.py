@@ -17,53 +17,13 @@ layouts and position offsets, ignored targets.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from .example import Example
+
 IGNORE_INDEX = -100
-
-
-@dataclass
-class Example:
-    """One drawn input: ``args`` (positional, in the signature's order, named by ``names``)
-    and ``options`` (keywords). ``describe()`` says it in one short paragraph."""
-
-    names: tuple
-    args: tuple
-    options: dict = field(default_factory=dict)
-
-    @property
-    def inputs(self):
-        """{name: value} of every argument, positional then keyword."""
-        return {**dict(zip(self.names, self.args)), **self.options}
-
-    def fresh(self):
-        """A copy whose arrays are copies: code that writes into its inputs spoils only this."""
-        def copied(value):
-            return value.copy(order="K") if isinstance(value, np.ndarray) else value
-        return Example(self.names, tuple(copied(a) for a in self.args),
-                       {k: copied(v) for k, v in self.options.items()})
-
-    def describe(self, width=100):
-        """The example as text: each argument's shape and, when small, its values."""
-        lines = []
-        for name, value in self.inputs.items():
-            lines.append(f"{name} = {_show(value, width)}")
-        return "\n".join(lines)
-
-
-def _show(value, width):
-    if not isinstance(value, np.ndarray):
-        return repr(value)
-    text = np.array2string(value, max_line_width=width, threshold=64, precision=4,
-                           separator=", ")
-    head = f"{value.dtype} array of shape {value.shape}"
-    if value.size > 64 or text.count("\n") > 12:
-        return head
-    return f"{head}:\n    " + text.replace("\n", "\n    ")
 
 
 # -- building blocks ------------------------------------------------------------------------
@@ -386,7 +346,7 @@ def _log_softmax_corners(rng):
 
 def _l2_corners(rng):
     x = _normal(rng, 2, 3, 4)
-    x[0, 0] *= 1e-13 / np.linalg.norm(x[0, 0])            # shorter than eps = 1e-12: divided by eps
+    x[0, 0] = x[0, 0] * (1e-13 / np.linalg.norm(x[0, 0]))   # shorter than eps = 1e-12: divided by eps
     return [Example(("x",), (x,))]
 
 

@@ -152,7 +152,7 @@ def _(L, R):
 def _(L, R):
     g = rng()
     x = g.standard_normal((2, 4))
-    x[0] *= 1e-13 / np.linalg.norm(x[0])              # shorter than eps = 1e-12
+    x[0] = x[0] * (1e-13 / np.linalg.norm(x[0]))      # shorter than eps = 1e-12
     _, cache = L.t15_encoder.l2_normalize_forward(x)
     d_out = g.standard_normal((2, 4))
     d_x = L.t15_encoder.l2_normalize_backward(d_out, cache)
