@@ -13,7 +13,7 @@ import numpy as np
 from ..testing import mistakes
 from ..testing.cases import CASES
 from ..testing.components import find
-from ..testing.conformance import Checker
+from ..testing.conformance import Checker, compared_failures
 from ..testing.judge import judge_case
 from ..testing.patching import patched
 from ..testing.subject import Subject, describe_error
@@ -134,8 +134,8 @@ def judge_exercise(exercise, patches, progress=None):
             fixed.append((case, size, _CaseFailure(judge_case(build, patches, candidates))))
     claim_entries, claim_failures = _claims(exercise, patches, progress, candidates)
     # several mistakes may fit one check: name the one that fits them all
-    mistakes.settle([c.failure for _, c in drawn if c.failure is not None and c.kind != "property"]
-                    + [f for _, _, f in fixed if not f.verdict["ok"]] + claim_failures)
+    compared = [f for name in exercise.components for f in compared_failures([c for n, c in drawn if n == name])]
+    mistakes.settle(compared + [f for _, _, f in fixed if not f.verdict["ok"]] + claim_failures)
     for _, _, found in fixed:
         found.verdict["mistake"] = found.mistake
     for found in claim_failures:

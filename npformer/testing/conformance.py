@@ -239,10 +239,19 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
                             f"examples with {taken}")
     report.checks = checker.run(examples, seed)
     report.tolerance, report.dtype = checker.tolerance(), checker.dtype or "float64"
-    mistakes.settle([c.failure for c in report.checks if c.failure is not None and c.kind != "property"])
+    mistakes.settle(compared_failures(report.checks))
     if not subject.differentiates and not subject.component.forward_only:
         report.checks.append(CheckResult("gradients", "gradient", skipped="no backward or vjp given"))
     return report
+
+
+def compared_failures(checks):
+    """The failures of one component's checks that were compared with the catalogue, for
+    ``mistakes.settle``: the outputs alone when one failed (a wrong output makes every gradient
+    differ, and autograd's gradients of a wrong forward are no catalogued backward's)."""
+    failed = [c for c in checks if c.failure is not None and c.kind != "property"]
+    outputs = [c for c in failed if c.kind == "output"]
+    return [c.failure for c in outputs or failed]
 
 
 def as_subject(component, forward, backward=None, vjp=None):
