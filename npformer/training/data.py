@@ -2,9 +2,9 @@
 and the batches the training loop reads.
 
 1. After-sales questions (in Chinese, or in English with ``lang="en"``) whose answer depends on
-   the context, like the tutorial's running example "商品有质量问题，运费谁承担？": who pays
-   the shipping depends on whether the goods had a quality problem or go back without a
-   reason ("无理由退货"); our templates ask it as "退货运费谁出？". Each template has a *deciding* slot (reason, payment
+   the context, like the tutorial's running example, a question about who pays the return
+   shipping: the answer depends on whether the goods were faulty or go back without a
+   reason; our templates ask it as "退货运费谁出？". Each template has a *deciding* slot (reason, payment
    method, order status, days since delivery, cause of damage) and distractor
    slots (the item, the phrasing). The held-out split holds (item, deciding
    value) COMBINATIONS that never occur in training, while every single value
