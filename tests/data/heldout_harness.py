@@ -1,6 +1,29 @@
-"""The harness behind the held-out sets' check.py (sets 3 and 4): the scenarios a careful
-grader would run, the rules on each entry and on the whole set. Each set's check.py calls
-``main(argv, its folder, its minimums)``; its docstring says what is checked.
+"""The harness behind the held-out sets' check.py (sets 3 and 4): each set's check.py calls
+``main(argv, its folder, its minimums)``.
+
+It writes an answer key (``npformer exercises DIR --solutions --forward``) to a temporary
+directory, then, for every entry of mistakes.json and alternatives.json:
+
+- the place: the file and function are one of the exercise's bodies in the catalog, the
+  kind matches (a backward body or a forward one), ``old`` occurs exactly once in the key's
+  file and lies inside the named function (an alternative's ``body`` replaces that whole
+  ``def``, which it must define again under the same name);
+- the edited file compiles;
+- the edit runs: a copy of npformer whose key files are the answer key's, with the one
+  file edited, is imported afresh and the exercise's scenarios run on it (float64 unless a
+  scenario says otherwise, fixed seeds, gradients of the inputs and of every parameter,
+  outputs, caches that matter). A mistake must run every ordinary scenario without raising
+  and give different numbers (relative difference > 1e-7, or a different shape, or NaN
+  where the key has a number) in at least one scenario; when it differs only in special
+  scenarios (masks with empty rows, padding, GQA, ignored targets, custom scales, windows,
+  repeated ids, more than one layer, accumulated gradients ...) it must carry a ``note``.
+  An alternative must match the key in every scenario to 1e-10 (relative to the largest
+  value of each array; float32 scenarios to 1e-5).
+
+And the set as a whole: at least the set's minimum of mistakes and of mistakes per exercise
+with bodies to write, a backward share within its range, at least two alternatives for each
+of the twelve functions that need them. One summary line at the end; the exit status is 0
+when every rule holds.
 """
 from __future__ import annotations
 
