@@ -103,7 +103,7 @@ class Checker:
         self.rtol, self.atol, self.dtype = rtol, atol, None
         self.properties = [p for p in properties.of(self.component.name) if p.drawn and
                            (subject.differentiates or not p.needs_backward) and not self.vacuous(p)]
-        self.results, self.seen, self.ran, self._matches = {}, [], [], {}
+        self.results, self.seen, self.ran, self._matches = {}, [], [], []
         self.raised = False
         self.candidates = mistakes.of_functions(self.component.functions)
         self.corners = [c for c in strategies.corner_examples(self.component.name) if subject.can_run(c)]
@@ -170,10 +170,12 @@ class Checker:
         """``matching_mistakes`` on ``example``, the first examples seen and two on which the
         code under test computed wrong numbers without raising (two mistakes may raise the same
         error), remembered."""
-        key = (id(example), outputs_only)
-        if key not in self._matches:
-            self._matches[key] = matching_mistakes(self, [example] + self.seen + self.ran, outputs_only)
-        return self._matches[key]
+        for seen, only, found in self._matches:
+            if seen is example and only == outputs_only:
+                return found
+        found = matching_mistakes(self, [example] + self.seen + self.ran, outputs_only)
+        self._matches.append((example, outputs_only, found))     # the example is kept alive with it
+        return found
 
     def reference_outcome(self, example):
         """The reference's results on ``example``: what the implementation is compared on
