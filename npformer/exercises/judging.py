@@ -16,6 +16,7 @@ from ..testing.components import find
 from ..testing.conformance import Checker, compared_failures
 from ..testing.judge import judge_case
 from ..testing.patching import patched
+from ..testing.problem import same_error
 from ..testing.subject import Subject, describe_error
 from . import claims
 
@@ -85,25 +86,32 @@ def _case_entry(case, size, verdict):
 
 
 def _run_claim(check, patches):
-    """(ok, detail) of one claim with ``patches`` in place."""
+    """(ok, detail, error) of one claim with ``patches`` in place; ``error``: the exception the
+    code raised, if it did."""
     import npformer
     try:
         with patched(patches), np.errstate(all="ignore"):
-            return True, check(npformer, npformer)
+            return True, check(npformer, npformer), None
     except claims.ClaimFailed as failure:
-        return False, str(failure)
+        return False, str(failure), None
     except Exception as error:                 # noqa: BLE001 - the learner's code raised
-        return False, f"your code raised {describe_error(error)}"
+        return False, f"your code raised {describe_error(error)}", error
 
 
 class _ClaimFailure:
     """A failing claim seen as a failure with candidate mistakes: those that fail it with the
-    very same numbers."""
+    very same numbers, or raise the very same error (its file and line are the candidate's)."""
 
-    def __init__(self, entry, check, candidates):
+    def __init__(self, entry, check, error, candidates):
         self.entry = entry
-        self.matches = [m for m in candidates if _run_claim(check, m.patches()) == (False, entry["detail"])]
+        self.matches = [m for m in candidates if self._same(_run_claim(check, m.patches()), error)]
         self.mistake = self.matches[0] if self.matches else None
+
+    def _same(self, outcome, error):
+        ok, detail, raised = outcome
+        if error is not None or raised is not None:
+            return same_error(raised, error)
+        return not ok and detail == self.entry["detail"]
 
 
 def _claims(exercise, patches, progress, candidates):
@@ -111,10 +119,10 @@ def _claims(exercise, patches, progress, candidates):
     entries, failures = [], []
     for text, check in claims.of(exercise.name):
         _say(progress, text)
-        ok, detail = _run_claim(check, patches)
+        ok, detail, error = _run_claim(check, patches)
         entry = {"claim": text, "ok": ok, "detail": detail}
         if not ok:
-            failures.append(_ClaimFailure(entry, check, candidates))
+            failures.append(_ClaimFailure(entry, check, error, candidates))
         entries.append(entry)
     return entries, failures
 

@@ -295,3 +295,68 @@ mistake("flash-total-not-rescaled", FLASH_FWD, "total = total * rescale + p.sum(
         "total = total + p.sum(axis=-1, keepdims=True)",
         "when a block raises the running maximum, the running sum is rescaled by exp(m - m_new) too",
         FLASH_FWD_RECHECK)
+
+# -- written as a learner writes them ------------------------------------------------------------
+mistake("attention-dk-own-scale", ATT, D_K, "d_k = d_scores.swapaxes(-1, -2) @ q / math.sqrt(q.shape[-1])",
+        "d_k uses the scale the forward used (cache.scale), which need not be 1/sqrt(D)", ATT_RECHECK)
+mistake("attention-dq-own-scale", ATT, D_Q, "d_q = d_scores @ k / math.sqrt(k.shape[-1])",
+        "d_q uses the scale the forward used (cache.scale), which need not be 1/sqrt(D)", ATT_RECHECK)
+mistake("attention-scale-twice", ATT, "d_scores = softmax_backward(d_weights, cache.softmax)",
+        "d_scores = softmax_backward(d_weights, cache.softmax) * scale",
+        "the scale is applied once: either to d_scores or in d_q and d_k, not both", ATT_RECHECK)
+mistake("attention-dk-reads-keys", ATT, D_K, "d_k = d_scores.swapaxes(-1, -2) @ k * scale",
+        "scores = q k^T: d_k is d_scores^T times q, the other factor, not k itself", ATT_RECHECK)
+mistake("attention-forward-mask-multiplied", FWD, "weights, softmax = softmax_forward(scores, mask=mask)",
+        "weights, softmax = softmax_forward(scores if mask is None else scores * mask)",
+        "a masked score set to 0 still gets weight e^0: masked scores must become -inf (give the mask "
+        "to the softmax)", "weights = softmax(scores) with masked scores at -inf")
+mistake("mha-backward-heads-interleaved", MHA,
+        "d_merged.reshape(B, N, self.n_heads, self.head_dim).transpose(0, 2, 1, 3)",
+        "d_merged.reshape(B, N, self.head_dim, self.n_heads).transpose(0, 3, 1, 2)",
+        "merge_heads put the heads side by side, [H, D] per position: split the gradient the same way",
+        MHA_RECHECK)
+mistake("mha-rope-forward-on-gradients", MHA,
+        ("d_q = self.rope.backward(d_q, cache.q_rope)", "d_k = self.rope.backward(d_k, cache.k_rope)"),
+        ("d_q = self.rope.forward(d_q, np.arange(N))[0]", "d_k = self.rope.forward(d_k, np.arange(N))[0]"),
+        "the gradient of a rotation by theta is the rotation by -theta (rope.backward), not another turn "
+        "by +theta", MHA_RECHECK)
+mistake("mha-merge-heads-last", "t04_attention.MultiHeadAttention.merge_heads",
+        "mixed.transpose(0, 2, 1, 3)", "mixed.transpose(0, 2, 3, 1)",
+        "the heads go side by side ([B, N, H, D] then flatten): moving the head axis last interleaves them",
+        "merged[b, n] = concat over h of mixed[b, h, n]")
+mistake("rope-backward-default-layout-and-width", ROT, ROT_CALL, "return rotate(d_out, cache.cos, -cache.sin)",
+        "rotate must be told the layout and the rotated width the forward used", ROT_RECHECK)
+mistake("rope-angles-outer", ANG, "np.asarray(positions, dtype=np.float64)[..., None] * w", "np.outer(positions, w)",
+        "np.outer flattens positions given per sequence [B, N]: each position times each frequency keeps "
+        "its batch axis ([..., None] * w)", "theta[..., p, c] = p w_c")
+mistake("rope-rotate-halves-only", "t05_rope.rotate", "a, b = pairs(x, layout, rotated)",
+        "a, b = x[..., : rotated // 2], x[..., rotated // 2: rotated]",
+        "the pairs follow the layout: (2c, 2c + 1) when interleaved, (c, c + D_rot/2) for halves",
+        "out = (a cos - b sin, a sin + b cos) over the layout's pairs")
+mistake("gqa-sum-groups-by-kv-heads", GQA, GQA_RETURN,
+        "return d_q, sum_groups(d_k_heads, cache.k.shape[1]), sum_groups(d_v_heads, cache.k.shape[1])",
+        "sum_groups takes the group size H / H_kv, the query heads per shared head, not H_kv", GQA_RECHECK)
+mistake("kv-cache-writes-one-late", KV, ("self.k[:, :, start:start + n] = k_new", "self.v[:, :, start:start + n] = v_new"),
+        ("self.k[:, :, start + 1:start + n + 1] = k_new", "self.v[:, :, start + 1:start + n + 1] = v_new"),
+        "the first free slot is start = the length so far (slots count from 0)",
+        "k[:, :, length:length + n] = k_new")
+mistake("flash-group-gradients-per-query-head", FLASH,
+        "return d_q, sum_groups(d_k_heads, group), sum_groups(d_v_heads, group)", "return d_q, d_k_heads, d_v_heads",
+        "a key/value head shared by a group returns one gradient: the sum over its group (sum_groups)",
+        FLASH_RECHECK)
+mistake("flash-softmax-within-block", FLASH, "p = np.exp(block_scores(cache, keys.start, keys.stop) - lse)",
+        "s = block_scores(cache, keys.start, keys.stop)\n"
+        "        p = np.exp(s - s.max(axis=-1, keepdims=True))\n        p = p / p.sum(axis=-1, keepdims=True)",
+        "the weights are exp(s - lse), normalised over the whole row: a softmax over one block of keys "
+        "is another distribution", FLASH_RECHECK)
+mistake("attention-forward-mask-inverted", FWD, "softmax_forward(scores, mask=mask)",
+        "softmax_forward(scores, mask=None if mask is None else ~mask)",
+        "npformer's mask says where a query MAY read (True = keep): it is not a list of the masked places",
+        "weights = softmax(scores) with the forbidden scores at -inf")
+mistake("may-read-future", READ, "allowed = key_pos <= query_pos", "allowed = key_pos >= query_pos",
+        "causal: a query reads the keys at or BEFORE its position", "may read: key_pos <= query_pos")
+mistake("may-read-window-one-fewer", READ, "key_pos > query_pos - window", "key_pos > query_pos - window + 1",
+        "a window of W keeps W keys, the query's own included: key > query - W", "may read: query - W < key_pos <= query_pos")
+mistake("kv-cache-returns-before-write", KV, "return self.k[:, :, :start + n], self.v[:, :, :start + n]",
+        "return self.k[:, :, :start], self.v[:, :, :start]",
+        "return the keys up to the new ones included (:length + n)", "keys 0 .. length + n")

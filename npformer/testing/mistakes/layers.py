@@ -164,7 +164,7 @@ mistake("layernorm-module-assigns-both", "t08_norm.LayerNorm.backward",
         "gamma.grad and beta.grad are assigned, not accumulated (+=)", "gamma.grad += d_gamma; beta.grad += d_beta")
 mistake("layernorm-unbiased-variance", "t08_norm.layernorm_forward",
         "var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)",
-        "var = ((x - mean) ** 2).sum(axis=-1, keepdims=True) / max(x.shape[-1] - 1, 1)",
+        "var = ((x - mean) ** 2).sum(axis=-1, keepdims=True) / (x.shape[-1] - 1)",
         "LayerNorm uses the biased variance (divide by d), not the unbiased one (d - 1)",
         "var = mean over d of (x - mean)^2")
 mistake("rmsnorm-sum-of-squares", "t08_norm.rmsnorm_forward", "(x ** 2).mean(axis=-1, keepdims=True)",
@@ -234,3 +234,62 @@ mistake("swiglu-gate-factors-swapped", GATE,
         ("d_u = d_out * cache.value", "d_g = silu_backward(d_out * cache.gated, cache.silu)"),
         "each factor's gradient is d_h times the OTHER factor: d_u = d_h SiLU(g), d_g = SiLU'(g) d_h u",
         GATE_RECHECK)
+
+# -- written as a learner writes them ------------------------------------------------------------
+mistake("linear-weight-subtracted", "t02_linear.Linear.backward", "self.weight.grad += d_weight",
+        "self.weight.grad -= d_weight", "backward adds the gradient into .grad; subtracting it is the "
+        "optimiser's step, taken later", "weight.grad += d_W")
+mistake("linear-forward-scaled", "t02_linear.linear_forward", "y = x @ weight", "y = x @ weight / np.sqrt(x.shape[-1])",
+        "a linear layer is x W + b: the 1/sqrt(d) belongs to the initialisation (or to attention's "
+        "scores), not to the forward", "y = x W + b")
+mistake("segments-before-the-norm", EMBS, "self.segments.backward(d_x, cache.segments)",
+        "self.segments.backward(d_out, cache.segments)",
+        "the segment rows were added before the norm: they receive the gradient after the norm's "
+        "backward, like the tokens", "x = Norm(E[ids] + S[segments] + P): undo the norm first")
+mistake("sinusoid-odd-width", SIN, "np.cos(p * w[: d // 2])", "np.cos(p * w)",
+        "with an odd width there is one cosine column fewer than sine columns: take the first d // 2 "
+        "frequencies", SIN_RECHECK)
+mistake("swiglu-gate-times-silu", GATE, "silu_backward(d_out * cache.value, cache.silu)",
+        "d_out * cache.value * cache.gated", "d_g needs SiLU's derivative SiLU'(g), not SiLU(g) itself",
+        GATE_RECHECK)
+mistake("swiglu-value-times-gate-input", GATE, "d_u = d_out * cache.gated", "d_u = d_out * cache.silu.x",
+        "d_u is d_h times SiLU(g), the activated gate, not the gate's input g", GATE_RECHECK)
+mistake("swiglu-forward-gate-twice", "t07_ffn.SwiGLU.forward", "value, up = self.up.forward(x)",
+        "value, up = self.gate.forward(x)", "the value branch is x W_up: W_gate is used twice and W_up never",
+        "h = SiLU(x W_gate) * (x W_up)")
+mistake("layernorm-gamma-sum-first-two-axes", LN, "d_gamma = sum_over_positions(d_out * xhat)",
+        "d_gamma = (d_out * xhat).sum(axis=(0, 1))",
+        "d_gamma sums over every axis but the features, whatever the input's rank ([N, d], [B, N, d]...)",
+        LN_RECHECK)
+mistake("layernorm-variance-path-halved", LN, "- xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True))",
+        "- 0.5 * xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True))",
+        "the variance path lost a factor 2: d(x - mean)^2 / dx = 2 (x - mean), which cancels the -1/2 of "
+        "var^(-1/2)", LN_RECHECK)
+mistake("rmsnorm-rms-path-halved", RMS, "d_x = rstd * (d_xhat - xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True))",
+        "d_x = rstd * (d_xhat - 0.5 * xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True))",
+        "the path through the rms lost a factor 2: d(x^2)/dx = 2x, which cancels the -1/2 of ms^(-1/2)",
+        RMS_RECHECK)
+mistake("layernorm-forward-mean-over-axis-0", "t08_norm.layernorm_forward", "mean = x.mean(axis=-1, keepdims=True)",
+        "mean = x.mean(axis=0, keepdims=True)",
+        "the mean is over each position's d features (axis -1), not over the batch", "mean over the last axis")
+mistake("linear-dx-not-transposed", LIN, "d_x = d_out @ weight.T", "d_x = d_out @ weight",
+        "d_x = d_y W^T: W is [d_in, d_out], so it comes back transposed", LIN_RECHECK)
+mistake("swiglu-forward-silu-of-value", "t07_ffn.swiglu_gate_forward", "gated, silu = silu_forward(g)",
+        "gated, silu = silu_forward(u)", "SiLU gates with the gate input g: h = SiLU(g) * u",
+        "h = SiLU(g) * u")
+mistake("layernorm-mean-path-sign", LN, " - d_xhat.mean(axis=-1, keepdims=True)", " + d_xhat.mean(axis=-1, keepdims=True)",
+        "the path through the mean subtracts: the mean moves with every x_j", LN_RECHECK)
+mistake("layernorm-variance-path-sign", LN, "\n                  - xhat * (d_xhat * xhat)",
+        "\n                  + xhat * (d_xhat * xhat)",
+        "the path through the variance subtracts: d rstd / d var = -rstd^3 / 2", LN_RECHECK)
+mistake("layernorm-variance-term-without-gamma", LN, "(d_xhat * xhat).mean(axis=-1, keepdims=True))",
+        "(d_out * xhat).mean(axis=-1, keepdims=True))",
+        "every term of d_x starts from d_xhat = d_y gamma, the variance term too", LN_RECHECK)
+mistake("rmsnorm-rms-path-sign", RMS, "d_x = rstd * (d_xhat - xhat", "d_x = rstd * (d_xhat + xhat",
+        "the path through the rms subtracts: d rstd / d ms = -rstd^3 / 2", RMS_RECHECK)
+mistake("rmsnorm-eps-outside-sqrt", RMS_FWD, "rstd = 1 / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + eps)",
+        "rstd = 1 / (np.sqrt((x ** 2).mean(axis=-1, keepdims=True)) + eps)",
+        "eps goes inside the root: 1 / sqrt(mean(x^2) + eps)", "y = gamma x / sqrt(mean(x^2) + eps)")
+mistake("layernorm-variance-uncentred", "t08_norm.layernorm_forward", "var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)",
+        "var = (x ** 2).mean(axis=-1, keepdims=True)",
+        "the variance is the mean square of x - mean, not of x", "var = mean over d of (x - mean)^2")

@@ -365,3 +365,97 @@ mistake("cross-attention-causal", CROSS_FWD, "self.kernel.forward(q, k, v, mask)
         "self.kernel.forward(q, k, v, mask, causal=True)",
         "cross-attention is not causal: every target position may read every real source position",
         "weights = softmax(q k^T / sqrt(D)) where the source is not padding")
+
+# -- written as a learner writes them ------------------------------------------------------------
+mistake("postnorm-norm1-gets-d-sum2", POST, "d_sum1 = self.norm1.backward(d_h, cache.norm1)",
+        "d_sum1 = self.norm1.backward(d_sum2, cache.norm1)",
+        "h feeds the FFN and the second residual: Norm1's backward takes d_h, both paths summed",
+        POST_RECHECK)
+mistake("prenorm-forward-second-residual-from-x", PRE_FWD, "y = h + fed", "y = x + fed",
+        "the second residual adds to h = x + Attn(...), not to x: the attention's output is lost",
+        PRE_RECHECK)
+mistake("postnorm-forward-residual-dropped", "t09_block.PostNormBlock.forward",
+        "h, norm1 = self.norm1.forward(x + attended)", "h, norm1 = self.norm1.forward(attended)",
+        "Post-Norm normalises the residual sum x + Attn(x), not the attention output alone", POST_RECHECK)
+mistake("postnorm-forward-ffn-reads-sum", "t09_block.PostNormBlock.forward",
+        "fed, ffn = self.ffn.forward(h, **ffn_inputs)", "fed, ffn = self.ffn.forward(x + attended, **ffn_inputs)",
+        "the FFN reads h = Norm1(x + Attn(x)), the normalised sum", POST_RECHECK)
+mistake("decoder-block-gradients-not-chained", LM,
+        "d_x = self.blocks[i].backward(d_x, cache.blocks[i], **moe_grads[i])",
+        "d_block = self.blocks[i].backward(d_x, cache.blocks[i], **moe_grads[i])",
+        "each block's input gradient is the next one's upstream: assign it back to d_x", LM_RECHECK)
+mistake("tied-head-forward-scales-x", "t10_model.TiedHead.forward", "linear_forward(x, self.weight.data.T)",
+        "linear_forward(x / np.sqrt(x.shape[-1]), self.weight.data.T)",
+        "the tied head is plain x E^T (no 1/sqrt(d))", "logits = x E^T")
+mistake("cross-entropy-count-unguarded", CE, "d_loss / max(cache.count, 1)", "d_loss / cache.count",
+        "when every target is ignored the count is 0: the loss and its gradient are 0, not 0/0",
+        CE_RECHECK)
+mistake("log-softmax-log-of-softmax", LOG_FWD, "y = shifted - log_total",
+        "y = np.log(np.exp(shifted) / np.exp(log_total))",
+        "log(softmax) underflows to log(0) = -inf for very negative scores: subtract the log-sum instead",
+        "log softmax(x) = x - max - log sum exp(x - max)")
+mistake("adamw-decay-normalised", ADAM, ("data = data - lr * weight_decay * data", "lr * m_hat / (np.sqrt(v_hat) + eps)"),
+        ("data = data", "lr * (m_hat + weight_decay * data) / (np.sqrt(v_hat) + eps)"),
+        "decoupled decay is lr * wd * p, outside Adam's normalisation; dividing it by sqrt(v_hat) is "
+        "Adam's L2, not AdamW", ADAM_RECHECK)
+mistake("moe-router-gradient-overwrites", MOE, "d_flat += self.router.backward(d_logits, cache.router)",
+        "d_flat = self.router.backward(d_logits, cache.router)",
+        "x feeds the experts and the router: d_x is the sum of both (+=)", MOE_RECHECK)
+mistake("moe-forward-load-first-choice", MOE_FWD, "np.bincount(chosen[real].ravel(), minlength=E)",
+        "np.bincount(chosen[real][:, 0], minlength=E)",
+        "f_e counts every one of a token's k choices, not only its first", "f_e = (tokens routed to e) / T")
+mistake("encoder-caches-reversed-blocks-not", ENC, "zip(reversed(self.blocks), reversed(cache.blocks))",
+        "zip(self.blocks, reversed(cache.blocks))",
+        "each block's backward needs its own cache: reverse the blocks and their caches together",
+        "undo in reverse: final norm, the blocks from the last to the first, the embeddings")
+mistake("mean-pool-forward-unguarded", "t15_encoder.mean_pool_forward", "real / np.maximum(count, 1)",
+        "real / count", "a row without real tokens has count 0: guard it (its mean is 0, not 0/0)",
+        "v_b = sum_n m_bn s_bn / max(sum_n m_bn, 1)")
+mistake("cross-entropy-forward-sign", CEF, "loss = -np.sum(picked * counted) / max(count, 1)",
+        "loss = np.sum(picked * counted) / max(count, 1)",
+        "the loss is minus the mean log-probability of the targets (log p <= 0, the loss >= 0)",
+        "loss = -(1/count) sum over counted targets of log p")
+mistake("cross-entropy-forward-no-mean", CEF, "loss = -np.sum(picked * counted) / max(count, 1)",
+        "loss = -np.sum(picked * counted)", "the loss is the mean over the counted targets, not their sum",
+        "loss = -(1/count) sum over counted targets of log p")
+mistake("l2-normalize-projection-sign", L2, "across = d_out - y * np.sum(y * d_out, axis=-1, keepdims=True)",
+        "across = d_out + y * np.sum(y * d_out, axis=-1, keepdims=True)",
+        "the part of d_out along y is removed, not added", "d_x = (d_y - y (y . d_y)) / |x|")
+mistake("l2-normalize-length-squared", L2, "return np.where(cache.clamped, d_out, across) / length",
+        "return np.where(cache.clamped, d_out, across) / length ** 2",
+        "y = x / |x| is divided by |x| once, and so is its gradient", "d_x = (d_y - y (y . d_y)) / |x|")
+mistake("l2-normalize-forward-whole-array", L2F, "norm = np.sqrt(np.sum(x * x, axis=-1, keepdims=True))",
+        "norm = np.sqrt(np.sum(x * x))", "each vector is divided by its own length (the sum over its last axis)",
+        "y = x / max(|x|, eps), |x| over the last axis")
+mistake("mean-pool-forward-mask-ignored", "t15_encoder.mean_pool_forward",
+        "real = np.ones((B, N), states.dtype) if key_mask is None else key_mask.astype(states.dtype)",
+        "real = np.ones((B, N), states.dtype)", "padding positions must not enter the mean: use the key mask",
+        "v_b = sum_n m_bn s_bn / sum_n m_bn")
+mistake("cross-attention-heads-not-split-back", CROSS, "d_merged.reshape(B, N, H, D).transpose(0, 2, 1, 3)",
+        "d_merged.reshape(B, H, N, D)", "the merged features are [B, N, H*D]: split them per position, then move "
+        "the heads forward", "undo in reverse: Wo, merge heads, attention, Wq and Wkv")
+mistake("decoder-block-ffn-residual-dropped", BLOCK, "d_g = d_out + self.norm2.backward(d_f, cache.norm2)",
+        "d_g = self.norm2.backward(d_f, cache.norm2)", "y = g + FFN(N2(g)): the residual passes d_out on to g",
+        "each residual passes its gradient on unchanged")
+mistake("decoder-block-self-residual-dropped", BLOCK, "d_x = d_h + self.norm1.backward(d_a, cache.norm1)",
+        "d_x = self.norm1.backward(d_a, cache.norm1)", "h = x + Attn(N1(x)): the residual passes d_h on to x",
+        "each residual passes its gradient on unchanged")
+mistake("decoder-block-cross-reads-d-out", BLOCK, "self.cross_attn.backward(d_g, cache.cross_attn)",
+        "self.cross_attn.backward(d_out, cache.cross_attn)",
+        "the cross-attention's output entered g: its gradient is d_g, which carries the FFN path",
+        "each residual passes its gradient on unchanged")
+mistake("decoder-block-post-ffn-residual-dropped", BLOCK, "d_g = d_sum3 + self.ffn.backward(d_sum3, cache.ffn)",
+        "d_g = self.ffn.backward(d_sum3, cache.ffn)", "N2 normalised g + FFN(g): g also receives d_sum3 directly",
+        "each residual passes its gradient on unchanged")
+mistake("decoder-block-post-self-residual-dropped", BLOCK, "d_x = d_sum1 + self.attn.backward(d_sum1, cache.attn)",
+        "d_x = self.attn.backward(d_sum1, cache.attn)", "N1 normalised x + Attn(x): x also receives d_sum1 directly",
+        "each residual passes its gradient on unchanged")
+mistake("decode-logits-bias-assigned", SEQ, "self.logits_bias.grad += sum_over_positions(d_logits)",
+        "self.logits_bias.grad = sum_over_positions(d_logits)", "logits_bias.grad is accumulated (+=)",
+        "logits_bias.grad += sum over positions of d_logits")
+mistake("decode-blocks-in-forward-order", SEQ, "zip(reversed(self.blocks), reversed(cache.blocks))",
+        "zip(self.blocks, cache.blocks)", "the decoder layers are undone last first",
+        "undo in reverse: head, final norm, the layers from the last to the first, the embeddings")
+mistake("decode-embeddings-skipped", SEQ, "self.embed.backward(d_x, cache.embed)", "None",
+        "the target embeddings receive the gradient that reaches the bottom of the decoder",
+        "undo in reverse: head, final norm, the layers from the last to the first, the embeddings")

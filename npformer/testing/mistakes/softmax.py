@@ -139,3 +139,24 @@ mistake("gelu-forward-erf-unscaled", f"{ACT}.gelu_forward", "return x * _Phi(x),
         "return 0.5 * x * (1 + erf(x)), ActivationCache(x)",
         "the normal CDF is 0.5 (1 + erf(x / sqrt 2)): the division by sqrt 2 inside erf is missing",
         "y = x Phi(x), Phi(x) = 0.5 (1 + erf(x / sqrt 2))")
+
+# -- written as a learner writes them ------------------------------------------------------------
+mistake("softmax-sum-term-without-y", BACKWARD, f"return y * (d_out - {SUM})", f"return y * d_out - {SUM}",
+        "the sum term needs the factor y_i too: d_x_i = y_i d_y_i - y_i sum_j d_y_j y_j", RECHECK)
+mistake("gelu-forward-tanh-approximation", f"{ACT}.gelu_forward", "return x * _Phi(x), ActivationCache(x)",
+        "return 0.5 * x * (1 + np.tanh(GELU_C * (x + GELU_A * x ** 3))), ActivationCache(x)",
+        "this is the tanh approximation (gelu_tanh); the exact GELU uses the normal CDF Phi",
+        "y = x Phi(x), Phi(x) = 0.5 (1 + erf(x / sqrt 2))")
+mistake("relu-masks-by-upstream", f"{ACT}.relu_backward", "return d_out * (cache.x > 0)", "return d_out * (d_out > 0)",
+        "the step tests the forward's input x, not the upstream gradient", "d_x = d_y * [x > 0]")
+mistake("relu-forward-step", f"{ACT}.relu_forward", "np.maximum(x, 0)", "(x > 0) * 1.0",
+        "ReLU passes x where it is positive; the step [x > 0] is its derivative", "y = max(x, 0)")
+mistake("gelu-forward-without-x", f"{ACT}.gelu_forward", "return x * _Phi(x), ActivationCache(x)",
+        "return _Phi(x), ActivationCache(x)", "GELU is x times Phi(x): Phi alone is the gate", "y = x Phi(x)")
+mistake("gelu-tanh-forward-without-half", f"{ACT}.gelu_tanh_forward", "return 0.5 * x * (1 + t)", "return x * (1 + t)",
+        "the tanh form is 0.5 x (1 + tanh(u)): 0.5 (1 + tanh) plays Phi's part", "y = 0.5 x (1 + tanh(u))")
+mistake("gelu-tanh-first-term-without-half", f"{ACT}.gelu_tanh_backward", "slope = 0.5 * (1 + t)", "slope = (1 + t)",
+        "the product rule's first term keeps the 0.5: d/dx [0.5 x (1 + t)] = 0.5 (1 + t) + 0.5 x t'", TANH_RECHECK)
+mistake("silu-second-term-without-x", f"{ACT}.silu_backward", "return d_out * s * (1 + x * (1 - s))",
+        "return d_out * (s + s * (1 - s))", "the second term of the product rule keeps x: x s (1 - s)",
+        SILU_RECHECK)
