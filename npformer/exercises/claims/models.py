@@ -89,6 +89,19 @@ def _(L, R):
     raise ClaimFailed("LayerKV.write stored keys of shape (2, 1, 1, 3) in a cache of 2 heads")
 
 
+@claim("kv-cache", "new keys and values are stored in the cache's own preallocated arrays (KVCache.k, "
+                   "KVCache.v), after the ones already cached")
+def _(L, R):
+    g = rng()
+    cache = L.t13_kv_cache.KVCache(1, 2, 2, 4, 3, np.float64)
+    k1, v1, k2, v2 = (g.standard_normal((2, 2, n, 3)) for n in (2, 2, 1, 1))
+    cache.layers[0].write(k1, v1)
+    cache.advance(2)
+    cache.layers[0].write(k2, v2)
+    close("KVCache.k[0] after writing 2 then 1 positions", cache.k[0, :, :, :3], np.concatenate([k1, k2], axis=2))
+    close("KVCache.v[0] after writing 2 then 1 positions", cache.v[0, :, :, :3], np.concatenate([v1, v2], axis=2))
+
+
 @claim("kv-cache", "with a sliding window of 2, a prompt of 3 then one token at a time through the KV "
                    "cache gives the full forward's logits")
 def _(L, R):

@@ -360,3 +360,49 @@ mistake("may-read-window-one-fewer", READ, "key_pos > query_pos - window", "key_
 mistake("kv-cache-returns-before-write", KV, "return self.k[:, :, :start + n], self.v[:, :, :start + n]",
         "return self.k[:, :, :start], self.v[:, :, :start]",
         "return the keys up to the new ones included (:length + n)", "keys 0 .. length + n")
+mistake("kv-cache-grows-new-arrays", KV,
+        ("self.k[:, :, start:start + n] = k_new", "self.v[:, :, start:start + n] = v_new",
+         "return self.k[:, :, :start + n], self.v[:, :, :start + n]"),
+        ("self.k = np.concatenate([self.k[:, :, :start], k_new], axis=2)",
+         "self.v = np.concatenate([self.v[:, :, :start], v_new], axis=2)", "return self.k, self.v"),
+        "the cache is preallocated: write the new positions into it in place (self.k[:, :, start:start + n] = ...); "
+        "a new array each step leaves the cache's own storage unwritten", "k[:, :, length:length + n] = k_new")
+mistake("attention-softmax-sum-term-without-weights", ATT, "d_scores = softmax_backward(d_weights, cache.softmax)",
+        "d_scores = weights * d_weights - np.sum(d_weights * weights, axis=-1, keepdims=True)",
+        "written out, the softmax backward multiplies the row-sum term by the weights too: "
+        "w_i (d_w_i - sum_j d_w_j w_j)", ATT_RECHECK)
+mistake("attention-returns-dv-as-dk", ATT, "return d_q, d_k, d_v", "return d_q, d_v, d_k",
+        "the gradients come back in the order of the inputs: (d_q, d_k, d_v)", ATT_RECHECK)
+mistake("attention-forward-scale-by-keys", FWD, "scale = 1.0 / math.sqrt(D) if scale is None",
+        "scale = 1.0 / math.sqrt(M) if scale is None",
+        "the scale is 1/sqrt(D), the width of a query and key vector, not the number of keys",
+        "scores = q k^T / sqrt(D)")
+mistake("mha-returns-projection-gradient", MHA, "return self.qkv.backward(d_qkv, cache.qkv)",
+        "self.qkv.backward(d_qkv, cache.qkv)\n    return d_qkv",
+        "d_qkv is the gradient of the projection's output; d_x is what its backward returns", MHA_RECHECK)
+mistake("split-heads-qkv-per-head", SPLIT, "heads[:, :H], heads[:, H:H + H_kv], heads[:, H + H_kv:]",
+        "heads[:, 0::3], heads[:, 1::3], heads[:, 2::3]",
+        "the fused projection is [all q heads | all k heads | all v heads], not (q, k, v) per head",
+        "[q heads H | k heads H_kv | v heads H_kv]")
+mistake("rope-backward-second-row-sign", ROT, ROT_CALL,
+        "d_x = d_out.copy()\n    d_a, d_b = pairs(d_out, self.layout, self.rotated)\n"
+        "    out_a, out_b = pairs(d_x, self.layout, self.rotated)\n"
+        "    out_a[...] = d_a * cache.cos + d_b * cache.sin\n"
+        "    out_b[...] = d_a * cache.sin + d_b * cache.cos\n    return d_x",
+        "the transpose of [[cos, -sin], [sin, cos]] is [[cos, sin], [-sin, cos]]: the second row's sin "
+        "changes sign too", ROT_RECHECK)
+mistake("gqa-group-sum-over-kv-axis", GQA, GQA_RETURN,
+        "B, H, M, _ = d_k_heads.shape\n"
+        "    d_k = d_k_heads.reshape(B, H // group, group, M, -1).sum(axis=1)\n"
+        "    d_v = d_v_heads.reshape(B, H // group, group, M, -1).sum(axis=1)\n    return d_q, d_k, d_v",
+        "in [B, H_kv, group, M, F] a group's copies lie on axis 2: sum that one, not the key/value heads' axis",
+        GQA_RECHECK)
+mistake("gqa-forward-arguments-shifted", "t04_attention.grouped_attention_forward", "mask, scale,\n", "mask,\n",
+        "attention_forward takes (q, k, v, mask, scale, causal, window): leaving scale out shifts causal "
+        "and window one place", "out = attention(q, repeat_kv(k), repeat_kv(v)) with the same options")
+mistake("flash-scale-twice", FLASH, ("d_q += d_scores @ k_heads[:, :, keys]", "+= d_scores.swapaxes(-1, -2) @ q"),
+        ("d_q += d_scores @ k_heads[:, :, keys] * cache.scale", "+= d_scores.swapaxes(-1, -2) @ q * cache.scale"),
+        "d_scores already carries the scale: d_q and d_k take it once", FLASH_RECHECK)
+mistake("flash-scores-recomputed-unmasked", FLASH, "p = np.exp(block_scores(cache, keys.start, keys.stop) - lse)",
+        "p = np.exp(q @ k_heads[:, :, keys].swapaxes(-1, -2) * cache.scale - lse)",
+        "recomputed scores need the forward's mask and causal rule (block_scores applies them)", FLASH_RECHECK)

@@ -293,3 +293,28 @@ mistake("rmsnorm-eps-outside-sqrt", RMS_FWD, "rstd = 1 / np.sqrt((x ** 2).mean(a
 mistake("layernorm-variance-uncentred", "t08_norm.layernorm_forward", "var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)",
         "var = (x ** 2).mean(axis=-1, keepdims=True)",
         "the variance is the mean square of x - mean, not of x", "var = mean over d of (x - mean)^2")
+mistake("linear-rows-reshaped-transposed", LIN, "x_rows = x.reshape(-1, x.shape[-1])", "x_rows = x.reshape(x.shape[-1], -1).T",
+        "reshaping to [d_in, B*N] is not a transpose: keep each position's features together with "
+        "reshape(-1, d_in)", LIN_RECHECK)
+mistake("embeddings-norm-result-dropped", EMBS, "d_x = self.norm.backward(d_x, cache.norm)",
+        "self.norm.backward(d_x, cache.norm)",
+        "the norm's backward returns the gradient of its input: assign it, the tables need that one",
+        "x = Norm(sum of the lookups): undo the norm first")
+mistake("embedding-lookup-scaled", "t01_embedding.Embedding.forward", "return self.weight.data[ids], LookupCache(ids)",
+        "return self.weight.data[ids] * np.sqrt(self.weight.shape[1]), LookupCache(ids)",
+        "the lookup returns the table's rows as they are; a sqrt(d) factor is Embeddings' optional scale",
+        "out[b, n] = E[ids[b, n]]")
+mistake("swiglu-gate-sigmoid-derivative", GATE, "silu_backward(d_out * cache.value, cache.silu)",
+        "d_out * cache.value * cache.silu.s",
+        "SiLU's derivative is s (1 + g (1 - s)), the product rule of g s: sigmoid(g) alone is its first term",
+        GATE_RECHECK)
+mistake("layernorm-gamma-from-d-xhat", LN, "d_gamma = sum_over_positions(d_out * xhat)",
+        "d_gamma = sum_over_positions(d_out * cache.gamma * xhat)",
+        "d_gamma = sum of d_y xhat: d_xhat already holds gamma, which does not belong in gamma's own gradient",
+        LN_RECHECK)
+mistake("rmsnorm-rstd-derivative-power", RMS, "d_x = rstd * (d_xhat - xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True))",
+        "d_x = rstd * d_xhat - xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True) / rstd",
+        "d rstd / d ms = -rstd^3 / 2 (the derivative of ms^(-1/2)): the power 3 is missing", RMS_RECHECK)
+mistake("rmsnorm-module-gain-averaged", "t08_norm.RMSNorm.backward", "self.gamma.grad += d_gamma",
+        "self.gamma.grad += d_gamma / np.prod(d_out.shape[:-1])",
+        "every position used gamma: its gradient is the sum over positions, not their mean", "gamma.grad += d_gamma")

@@ -459,3 +459,56 @@ mistake("decode-blocks-in-forward-order", SEQ, "zip(reversed(self.blocks), rever
 mistake("decode-embeddings-skipped", SEQ, "self.embed.backward(d_x, cache.embed)", "None",
         "the target embeddings receive the gradient that reaches the bottom of the decoder",
         "undo in reverse: head, final norm, the layers from the last to the first, the embeddings")
+mistake("postnorm-norm2-wrong-cache", POST, "d_sum2 = self.norm2.backward(d_out, cache.norm2)",
+        "d_sum2 = self.norm2.backward(d_out, cache.norm1)", "each norm's backward needs its own forward's cache",
+        POST_RECHECK)
+mistake("prenorm-forward-ffn-reads-h", PRE_FWD, "fed, ffn = self.ffn.forward(f, **ffn_inputs)",
+        "fed, ffn = self.ffn.forward(h, **ffn_inputs)", "Pre-Norm: the FFN reads Norm2(h), not h itself",
+        PRE_RECHECK)
+mistake("postnorm-forward-normalises-ffn-only", "t09_block.PostNormBlock.forward",
+        "y, norm2 = self.norm2.forward(h + fed)", "normed, norm2 = self.norm2.forward(fed)\n    y = h + normed",
+        "Post-Norm normalises the residual sum: y = Norm2(h + FFN(h))", POST_RECHECK)
+mistake("tied-head-outer-of-sums", HEAD, "self.weight.grad += d_weight_t.T",
+        "self.weight.grad += np.outer(d_out.reshape(-1, d_out.shape[-1]).sum(axis=0), "
+        "cache.x.reshape(-1, cache.x.shape[-1]).sum(axis=0))",
+        "d_E sums each position's outer product d_logits^T x: the outer product of the sums is another matrix",
+        "d_E += (x^T d_logits)^T")
+mistake("tied-head-forward-shifted", "t10_model.TiedHead.forward", "return linear_forward(x, self.weight.data.T)",
+        "logits, cache = linear_forward(x, self.weight.data.T)\n"
+        "    return logits - logits.max(axis=-1, keepdims=True), cache",
+        "the head returns the logits x E^T; subtracting the maximum belongs inside the softmax", "logits = x E^T")
+mistake("cross-entropy-one-hot-fancy-index", CE, "np.put_along_axis(one_hot, cache.targets[..., None], 1, axis=-1)",
+        "one_hot[..., cache.targets] = 1",
+        "one_hot[..., targets] puts a 1 at every target id in every row; each row needs one 1, at its own "
+        "target (put_along_axis)", CE_RECHECK)
+mistake("log-softmax-caches-unnormalised", LOG_FWD, "LogSoftmaxCache(np.exp(y), axis)",
+        "LogSoftmaxCache(np.exp(shifted), axis)",
+        "the backward needs the probabilities e^y; e^(x - max) is not normalised",
+        "log softmax(x) = x - max - log sum exp(x - max)")
+mistake("adamw-v-not-corrected", ADAM, "v_hat = v / (1 - b2 ** step)", "v_hat = v",
+        "v starts at 0 as well: divide it by 1 - b2^t too", ADAM_RECHECK)
+mistake("adamw-no-sqrt", ADAM, "np.sqrt(v_hat) + eps", "v_hat + eps",
+        "the step divides by the root of the second moment, sqrt(v_hat) + eps", ADAM_RECHECK)
+mistake("moe-renormalisation-cross-term-transposed", MOE,
+        "(d_weights - np.sum(d_weights * weights, axis=-1, keepdims=True))",
+        "(d_weights - weights * np.sum(d_weights, axis=-1, keepdims=True))",
+        "the quotient rule's cross term is sum_s d_weights_s weights_s, the same for every entry",
+        MOE_RECHECK)
+mistake("moe-weight-after-expert-backward", MOE,
+        "d_flat[rows] += expert.backward(weights[rows, slots, None] * d_y[rows], call.expert)",
+        "d_flat[rows] += weights[rows, slots, None] * expert.backward(d_y[rows], call.expert)",
+        "the routing weight scales d_y before the expert's backward, or the expert's parameters get the "
+        "unweighted gradient", MOE_RECHECK)
+mistake("moe-forward-load-over-k", MOE_FWD, "minlength=E) / n_real", "minlength=E) / (n_real * k)",
+        "f_e is the share of tokens that send a choice to e (the f_e sum to k): no division by k",
+        "f_e = (tokens routed to e) / T")
+mistake("l2-normalize-projection-with-x", L2, "across = d_out - y * np.sum(y * d_out, axis=-1, keepdims=True)",
+        "across = d_out - length * y * np.sum(y * d_out, axis=-1, keepdims=True)",
+        "written with x, the projection is x (x . d_y) / |x|^2: one factor of |x| is missing",
+        "d_x = (d_y - y (y . d_y)) / |x|")
+mistake("encoder-embeddings-skipped", ENC, "return self.embed.backward(d_x, cache.embed)", "return None",
+        "the ids get no gradient, but the embedding tables (and their norm) do: run the embeddings' backward",
+        "undo in reverse: final norm, the blocks from the last to the first, the embeddings")
+mistake("decoder-block-cross-norm-wrong-cache", BLOCK, "self.cross_norm.backward(d_c, cache.cross_norm)",
+        "self.cross_norm.backward(d_c, cache.norm1)", "each norm's backward needs its own forward's cache",
+        "each residual passes its gradient on unchanged; each norm has a backward")
