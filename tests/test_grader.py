@@ -103,7 +103,7 @@ def judge_source(key, exercise, file, source, where):
 
 def alternatives():
     found = []
-    for folder in ("heldout", "heldout2"):
+    for folder in ("heldout", "heldout2", "heldout5"):
         found += json.loads((DATA / folder / "alternatives.json").read_text())
     return found
 
@@ -167,6 +167,42 @@ def test_a_mistake_that_explains_only_some_failures_is_not_named(entry, wrong_na
     source = Path(key.path(mistake["file"])).read_text().replace(mistake["old"], mistake["new"], 1)
     result = judge_source(key, exercise, mistake["file"], source, tmp_path)
     assert failing(result) and wrong_name not in named(result), named(result)
+
+
+# Every sixth mistake of the fifth held-out set, with the catalogued mistake that is the one its
+# author describes (read side by side: the entry's "what" and the catalogue's explanation).
+FIFTH_SET_NAMES = {
+    "h5-softmax-01": "softmax-unweighted-sum", "h5-softmax-07": "softmax-global-max",
+    "h5-activations-05": "gelu-tanh-second-term-without-x", "h5-linear-01": "linear-bias-first-two-axes",
+    "h5-linear-07": "linear-weight-subtracted", "h5-embedding-05": "embeddings-norm-result-dropped",
+    "h5-attention-01": "attention-dv-not-transposed",
+    "h5-attention-07": "attention-softmax-sum-term-without-weights",
+    "h5-multi-head-01": "mha-heads-from-positions", "h5-multi-head-07": "mha-wo-by-hand",
+    "h5-rope-01": "rope-turned-forward-again", "h5-rope-07": "rope-angles-outer",
+    "h5-ffn-04": "swiglu-gate-without-value", "h5-norm-01": "layernorm-no-mean-path",
+    "h5-norm-07": "rmsnorm-rstd-derivative-power", "h5-norm-13": "rmsnorm-forward-variance",
+    "h5-block-06": "postnorm-norm2-wrong-cache", "h5-model-03": "decoder-blocks-in-forward-order",
+    "h5-loss-01": "log-softmax-last-axis", "h5-loss-07": "cross-entropy-sign",
+    "h5-optim-01": "adamw-steps-off-by-one", "h5-optim-07": "adamw-correction-precedence",
+    "h5-kv-cache-05": "gqa-backward-tiled-heads", "h5-kv-cache-11": "gqa-forward-tiled",
+    "h5-moe-05": "moe-expert-gradients-overwrite", "h5-encoder-02": "mean-pool-counts-padding",
+    "h5-encoder-08": "mean-pool-forward-over-padded-length",
+    "h5-seq2seq-04": "decoder-block-cross-residual-dropped", "h5-seq2seq-10": "cross-attention-kv-interleaved",
+    "h5-flash-04": "flash-unreadable-rows-nan",
+    # a learner's file whose error in a claim names another line than the catalogued version's
+    "h5-rope-02": "rope-backward-whole-width", "h5-kv-cache-09": "kv-window-mask-not-trimmed",
+    # right numbers everywhere, but the cache's own preallocated arrays are never written
+    "h5-kv-cache-07": "kv-cache-grows-new-arrays",
+}
+
+
+@pytest.mark.parametrize("entry", sorted(FIFTH_SET_NAMES))
+def test_a_mistake_written_by_someone_else_is_named_as_the_mistake_made(entry, key, tmp_path, fewer_draws):
+    mistake = next(m for m in json.loads((DATA / "heldout5" / "mistakes.json").read_text()) if m["id"] == entry)
+    exercise = catalog.find(mistake["exercise"])
+    source = Path(key.path(mistake["file"])).read_text().replace(mistake["old"], mistake["new"], 1)
+    result = judge_source(key, exercise, mistake["file"], source, tmp_path)
+    assert failing(result) and named(result) == {FIFTH_SET_NAMES[entry]}, named(result)
 
 
 # -- every line a learner writes is reached by the checks of its exercise ------------------------------
