@@ -286,6 +286,17 @@ def test_a_wrong_softmax_blames_the_softmax_only(tmp_path):
     assert max(len(line) for line in report.split("\n")) <= 100
 
 
+def test_next_names_the_function_that_holds_the_named_mistake(tmp_path):
+    """The norm exercise's first function is layernorm_backward; the mistake is in RMSNorm's."""
+    workspace = write_workspace(tmp_path / "ws", only=["norm"], solutions=True)
+    _replace(workspace, "t08_norm.py", "d_x, d_gamma = rmsnorm_backward(d_out, cache)\n        self.gamma.grad += d_gamma",
+             "d_x, d_gamma = rmsnorm_backward(d_out, cache)\n        self.gamma.grad = d_gamma")
+    lines = []
+    outcome, = grade(workspace.directory, out=lines.append, say=_quiet)
+    assert outcome.status == "failing"
+    assert lines[-1] == "next: RMSNorm.backward in t08_norm.py (exercise 09 norm)"
+
+
 def test_an_endless_loop_is_stopped_and_located(tmp_path):
     workspace = write_workspace(tmp_path / "ws", only=["softmax", "linear"], solutions=True)
     _replace(workspace, "t03_softmax.py", "    y = cache.y\n", "    y = cache.y\n    while True:\n        y = y + 0\n")

@@ -83,6 +83,19 @@ def _first_stub(exercise, learner):
     return f"{qualname} in {os.path.basename(file)}"
 
 
+def _named_function(exercise, result):
+    """ "LayerKV.write in t13_kv_cache.py": where the first mistake the grader named is, or ""."""
+    if not result or result.get("import_failed"):
+        return ""
+    for check in result["checks"] + result["claims"]:
+        found = None if check["ok"] else check.get("mistake")
+        for spec in exercise.functions(forward=True) if found else ():
+            file, qualname = spec.split(":")
+            if qualname == found["function"]:
+                return f"{qualname} in {os.path.basename(file)}"
+    return ""
+
+
 def static_outcome(exercise, learner):
     """The outcome decided without running, or None when the exercise must run."""
     forward = learner.workspace.forward
@@ -233,4 +246,5 @@ def _grade_one(root, learner, exercise, before, timeout, show_output, say):
             return Outcome(exercise, "blocked", [waiting])
     ran = run_exercise(root, learner.workspace, exercise, timeout, together, say)
     status, lines = describe_run(exercise, *ran, timeout, show_output)
-    return Outcome(exercise, status, lines, output=ran[2], first=_first_stub(exercise, learner))
+    first = _named_function(exercise, ran[0]) or _first_stub(exercise, learner)
+    return Outcome(exercise, status, lines, output=ran[2], first=first)
