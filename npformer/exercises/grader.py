@@ -87,12 +87,12 @@ def _named_function(exercise, result):
     """ "LayerKV.write in t13_kv_cache.py": where the first mistake the grader named is, or ""."""
     if not result or result.get("import_failed"):
         return ""
-    for check in result["checks"] + result["claims"]:
-        found = None if check["ok"] else check.get("mistake")
-        for spec in exercise.functions(forward=True) if found else ():
-            file, qualname = spec.split(":")
-            if qualname == found["function"]:
-                return f"{qualname} in {os.path.basename(file)}"
+    named = [c["mistake"]["function"] for c in result["checks"] + result["claims"]
+             if not c["ok"] and c.get("mistake")]
+    for spec in exercise.functions(forward=True):
+        file, qualname = spec.split(":")
+        if named and qualname == named[0]:
+            return f"{qualname} in {os.path.basename(file)}"
     return ""
 
 
