@@ -5,6 +5,6 @@
 ``conform`` compare the code under test with each of them on the same inputs and name the
 one that computes the same numbers. The modules follow the files they are about.
 """
-from . import (attention, blocks, encoders, flash, kv_cache, layers, moe,  # noqa: F401  (each adds its mistakes)
-               rope, softmax, training)
+from . import (activations, attention, blocks, embedding, encoders, ffn,  # noqa: F401  (each adds its mistakes)
+               flash, kv_cache, linear, moe, norm, rope, softmax, training)
 from .registry import CATALOGUE, Mistake, mistake, of_functions, settle  # noqa: F401
