@@ -7,6 +7,7 @@ FLASH_FWD = "t18_flash_attention.flash_attention_forward"
 FLASH_FWD_RECHECK = ("m_new = max(m, max s);  l = l exp(m - m_new) + sum exp(s - m_new);  "
                      "acc likewise;  out = acc / l;  lse = m + log l")
 
+# -- flash_attention_backward -----------------------------------------------------------------------
 mistake("flash-no-delta", FLASH, "delta = np.sum(d_out * cache.out, axis=-1, keepdims=True)", "delta = 0",
         "the softmax correction delta = sum(d_out * out) over the head width is missing", FLASH_RECHECK)
 mistake("flash-no-scale", FLASH, "d_scores = p * (d_p - delta) * cache.scale", "d_scores = p * (d_p - delta)",
@@ -27,6 +28,29 @@ mistake("flash-softmax-per-block", FLASH, "d_scores = p * (d_p - delta) * cache.
         "d_scores = p * (d_p - np.sum(p * d_p, axis=-1, keepdims=True)) * cache.scale",
         "the softmax runs over the whole row, not each block: the correction is delta over all keys",
         FLASH_RECHECK)
+mistake("flash-dk-scaled-twice", FLASH, "d_k_heads[:, :, keys] += d_scores.swapaxes(-1, -2) @ q",
+        "d_k_heads[:, :, keys] += d_scores.swapaxes(-1, -2) @ q * cache.scale",
+        "d_scores already holds the scale: applying it again scales d_k twice", FLASH_RECHECK)
+mistake("flash-weights-not-normalised", FLASH, "np.exp(block_scores(cache, keys.start, keys.stop) - lse)",
+        "np.exp(block_scores(cache, keys.start, keys.stop))",
+        "the recomputed weights subtract the stored log-sum-exp before exponentiating", FLASH_RECHECK)
+mistake("flash-group-gradients-per-query-head", FLASH,
+        "return d_q, sum_groups(d_k_heads, group), sum_groups(d_v_heads, group)", "return d_q, d_k_heads, d_v_heads",
+        "a key/value head shared by a group returns one gradient: the sum over its group (sum_groups)",
+        FLASH_RECHECK)
+mistake("flash-softmax-within-block", FLASH, "p = np.exp(block_scores(cache, keys.start, keys.stop) - lse)",
+        "s = block_scores(cache, keys.start, keys.stop)\n"
+        "        p = np.exp(s - s.max(axis=-1, keepdims=True))\n        p = p / p.sum(axis=-1, keepdims=True)",
+        "the weights are exp(s - lse), normalised over the whole row: a softmax over one block of keys "
+        "is another distribution", FLASH_RECHECK)
+mistake("flash-scale-twice", FLASH, ("d_q += d_scores @ k_heads[:, :, keys]", "+= d_scores.swapaxes(-1, -2) @ q"),
+        ("d_q += d_scores @ k_heads[:, :, keys] * cache.scale", "+= d_scores.swapaxes(-1, -2) @ q * cache.scale"),
+        "d_scores already carries the scale: d_q and d_k take it once", FLASH_RECHECK)
+mistake("flash-scores-recomputed-unmasked", FLASH, "p = np.exp(block_scores(cache, keys.start, keys.stop) - lse)",
+        "p = np.exp(q @ k_heads[:, :, keys].swapaxes(-1, -2) * cache.scale - lse)",
+        "recomputed scores need the forward's mask and causal rule (block_scores applies them)", FLASH_RECHECK)
+
+# -- flash_attention_forward ------------------------------------------------------------------------
 mistake("flash-forward-not-rescaled", "t18_flash_attention.flash_attention_forward",
         "acc = acc * rescale + p @ v_heads[:, :, start:stop]", "acc = acc + p @ v_heads[:, :, start:stop]",
         "when the running maximum grows, the sum so far is rescaled by exp(m - m_new), like the total",
@@ -43,28 +67,7 @@ mistake("flash-forward-rescale-unguarded", FLASH_FWD, "rescale = np.exp(running_
         "rescale = np.exp(running_max - new_max)",
         "until a row has seen a readable key both maxima are -inf, and -inf - (-inf) is NaN: rescale "
         "with the guarded maximum", FLASH_FWD_RECHECK)
-mistake("flash-dk-scaled-twice", FLASH, "d_k_heads[:, :, keys] += d_scores.swapaxes(-1, -2) @ q",
-        "d_k_heads[:, :, keys] += d_scores.swapaxes(-1, -2) @ q * cache.scale",
-        "d_scores already holds the scale: applying it again scales d_k twice", FLASH_RECHECK)
-mistake("flash-weights-not-normalised", FLASH, "np.exp(block_scores(cache, keys.start, keys.stop) - lse)",
-        "np.exp(block_scores(cache, keys.start, keys.stop))",
-        "the recomputed weights subtract the stored log-sum-exp before exponentiating", FLASH_RECHECK)
 mistake("flash-total-not-rescaled", FLASH_FWD, "total = total * rescale + p.sum(axis=-1, keepdims=True)",
         "total = total + p.sum(axis=-1, keepdims=True)",
         "when a block raises the running maximum, the running sum is rescaled by exp(m - m_new) too",
         FLASH_FWD_RECHECK)
-mistake("flash-group-gradients-per-query-head", FLASH,
-        "return d_q, sum_groups(d_k_heads, group), sum_groups(d_v_heads, group)", "return d_q, d_k_heads, d_v_heads",
-        "a key/value head shared by a group returns one gradient: the sum over its group (sum_groups)",
-        FLASH_RECHECK)
-mistake("flash-softmax-within-block", FLASH, "p = np.exp(block_scores(cache, keys.start, keys.stop) - lse)",
-        "s = block_scores(cache, keys.start, keys.stop)\n"
-        "        p = np.exp(s - s.max(axis=-1, keepdims=True))\n        p = p / p.sum(axis=-1, keepdims=True)",
-        "the weights are exp(s - lse), normalised over the whole row: a softmax over one block of keys "
-        "is another distribution", FLASH_RECHECK)
-mistake("flash-scale-twice", FLASH, ("d_q += d_scores @ k_heads[:, :, keys]", "+= d_scores.swapaxes(-1, -2) @ q"),
-        ("d_q += d_scores @ k_heads[:, :, keys] * cache.scale", "+= d_scores.swapaxes(-1, -2) @ q * cache.scale"),
-        "d_scores already carries the scale: d_q and d_k take it once", FLASH_RECHECK)
-mistake("flash-scores-recomputed-unmasked", FLASH, "p = np.exp(block_scores(cache, keys.start, keys.stop) - lse)",
-        "p = np.exp(q @ k_heads[:, :, keys].swapaxes(-1, -2) * cache.scale - lse)",
-        "recomputed scores need the forward's mask and causal rule (block_scores applies them)", FLASH_RECHECK)
