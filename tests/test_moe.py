@@ -194,7 +194,9 @@ def test_default_backward_is_the_gradient_of_output_plus_weighted_aux(seed, expe
     if cache.top_k_margin < 1e-3:
         return                                  # too close to a top-k tie for finite differences
     upstream = np.append(rng.standard_normal(x.size), 0.37)
-    report = gradcheck(DefaultBackward(moe), x, upstream=upstream, randomize=False)
+    # with k = 1 the router reaches the loss through the aux term alone: its gradient is small
+    # beside the loss, so a step of 1e-6 leaves rounding errors near the tolerance; 1e-5 does not
+    report = gradcheck(DefaultBackward(moe), x, upstream=upstream, randomize=False, eps=1e-5)
     assert report.ok, str(report)
 
 
