@@ -102,12 +102,12 @@ def test_the_summary_line_counts_the_rows():
     assert by_status == [counts[s] for s in STATUSES]
 
 
-def test_the_readme_opening_gives_the_tables_counts():
-    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+def test_reading_the_source_gives_the_tables_counts():
+    readme = " ".join((REPO / "docs" / "reading-the-source.md").read_text(encoding="utf-8").split())
     opening = re.search(r"of the (\d+) claims and numbers its two articles make, (\d+) are shown by "
                         r"tests \((\d+) exactly, (\d+) at the precision the article prints, (\d+) "
                         r"qualitatively\), and (\d+) cannot be shown", readme)
-    assert opening, "README's first paragraph needs the claims' counts"
+    assert opening, "docs/reading-the-source.md needs the claims' counts"
     total, shown, *by_status, not_shown = (int(n) for n in opening.groups())
     counts = Counter(status_of(row[3]) for row in rows())
     assert total == len(rows()) and not_shown == counts["not shown"]

@@ -12,15 +12,26 @@ import pytest
 import npformer as nf
 from npformer.cli import main
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+DOCS = REPO / "docs"
+
+
+def documentation():
+    """README.md, then each docs/ page's body (above its additions line, where sections that
+    others append, with tests of their own, begin)."""
+    texts = [README.read_text(encoding="utf-8")]
+    for page in sorted(DOCS.glob("*.md")):
+        texts.append(page.read_text(encoding="utf-8").split("<!-- additions")[0])
+    return "\n".join(texts)
 
 
 def python_blocks():
-    """Every ```python block of README.md, as printed."""
-    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+    """Every ```python block of README.md and the docs/ pages, as printed."""
+    return re.findall(r"```python\n(.*?)```", documentation(), flags=re.S)
 
 
-def test_readme_has_the_library_example():
+def test_the_docs_have_the_library_example():
     blocks = python_blocks()
     assert any("model.backward(d_logits, cache)" in b and "optimizer.step()" in b for b in blocks)
 
@@ -44,14 +55,14 @@ def test_every_python_block_of_the_readme_runs_as_printed(index, tmp_path):
         assert continuation.startswith("at on the log")
 
 
-def test_the_readme_counts_the_catalogued_mistakes():
+def test_the_docs_count_the_catalogued_mistakes():
     from npformer.testing.mistakes.registry import CATALOGUE
-    assert f"one of the {len(CATALOGUE)} catalogued learners' mistakes" in README.read_text(encoding="utf-8")
+    assert f"one of the {len(CATALOGUE)} catalogued learners' mistakes" in documentation()
 
 
-def test_the_readme_lists_every_component_conform_checks():
+def test_the_docs_list_every_component_conform_checks():
     from npformer.testing import COMPONENTS
-    text = README.read_text(encoding="utf-8")
+    text = (DOCS / "checking-your-code.md").read_text(encoding="utf-8")
     for component in COMPONENTS.values():
         assert f"| `{component.name}` | `{component.signature.replace('|', '/')}` |" in text
 

@@ -104,8 +104,8 @@ def test_a_byte_order_mark_is_no_character(capsys, tmp_path):
                                             f"--prompt '{text[:12]}'")    # the text's opening
 
 
-def test_readme_shows_every_builtin_prompt():
+def test_the_training_page_shows_every_builtin_prompt():
     from pathlib import Path
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "training-and-files.md").read_text(encoding="utf-8")
     for name, form in PROMPT_FORMATS.items():
         assert re.search(rf"^\| `{re.escape(name)}` \|.*`{re.escape(form.example)}`", readme, re.M), name

@@ -26,8 +26,8 @@ def test_the_crosscheck_tier_without_its_packages_fails_naming_the_install_comma
     assert len(said) == 1 and "torch" in said[0] and CROSSCHECK_INSTALL in said[0], said
 
 
-def test_readme_and_ci_install_what_the_tier_asks_for():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_docs_and_ci_install_what_the_tier_asks_for():
+    readme = (REPO / "docs" / "training-and-files.md").read_text(encoding="utf-8")
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert f"needs `{CROSSCHECK_INSTALL.removeprefix('pip install ')}`" in readme
     assert CROSSCHECK_INSTALL in ci.splitlines()
