@@ -10,7 +10,7 @@ from npformer.cli import main
 from npformer.exercises import EXERCISES
 from npformer.exercises.workspace import WorkspaceError, load_workspace, write_workspace
 from npformer.exercises.grader import grade
-from npformer.exercises.catalog import select
+from npformer.exercises.catalog import find, holding, select
 from npformer.exercises.workspace import MARKER, library_dir
 
 
@@ -72,11 +72,12 @@ def test_workspace_is_the_plain_files_minus_the_bodies_to_write(tmp_path):
 def test_stub_names_the_exercise_and_the_tutorial_section(tmp_path):
     workspace = write_workspace(tmp_path / "ws", only=["attention"])
     stub = _stub_text(_functions(workspace.path("t04_attention.py"))["attention_backward"])
-    assert stub.startswith("exercise 05 (scaled dot-product attention; tutorial part 1, ")
+    attention = find("attention")
+    assert stub.startswith(f"exercise {attention.number:02d} ({attention.title}; tutorial part 1, ")
     assert "§6" in stub and stub.endswith("write attention_backward")
     with open(workspace.path("README.md"), encoding="utf-8") as f:
         readme = f.read()
-    assert "| 05 | attention" in readme
+    assert f"| {attention.number:02d} | attention" in readme
 
 
 def _read(workspace, name):
@@ -131,7 +132,7 @@ def test_forward_exercises_and_selection(tmp_path):
     workspace = write_workspace(tmp_path / "ws", only=["kv-cache", "linear"], forward=True)
     stubs = {q for q, node in _functions(workspace.path("t02_linear.py")).items() if _stub_text(node)}
     assert stubs == {"linear_forward", "linear_backward", "Linear.backward"}
-    assert [e.name for e in select(start="flash")] == ["flash", "train"]
+    assert [e.name for e in select(start="flash")] == ["flash", "optim", "train"]
     with pytest.raises(ValueError, match="expected a name or number"):
         select(only=["nonsense"])
 
@@ -154,8 +155,10 @@ def test_untouched_workspace_grades_not_started(tmp_path):
     assert len(outcomes) == len(EXERCISES)
     statuses = {o.exercise.name: o.status for o in outcomes}
     assert statuses.pop("train") == "blocked" and set(statuses.values()) == {"not started"}
-    assert "progress: 0 of 19 done" in lines[-2]
-    assert lines[-1] == "next: softmax_backward in t03_softmax.py (exercise 01 softmax)"
+    assert f"progress: 0 of {len(EXERCISES)} done" in lines[-2]
+    first = EXERCISES[0]           # the tutorial's first: token embeddings
+    assert lines[-1] == (f"next: {first.backward[0].split(':')[1]} in {first.files()[0]} "
+                         f"(exercise {first.label})")
 
 
 def test_grader_refuses_a_directory_that_is_not_a_workspace(tmp_path, capsys):
@@ -200,15 +203,34 @@ def test_training_waits_for_the_exercises_it_runs(tmp_path):
         f.write(_read(only_softmax, "t03_softmax.py"))
     lines = []
     outcome = grade(workspace.directory, ["train"], out=lines.append, say=_quiet)[0]
-    assert outcome.status == "blocked" and outcome.lines == ["blocked by 01 softmax (not started)"]
-    assert lines[-1] == "next: 19 train is blocked by 01 softmax (not started)"
+    softmax, train = find("softmax"), find("train")
+    assert outcome.status == "blocked" and outcome.lines == [f"blocked by {softmax.label} (not started)"]
+    assert lines[-1] == f"next: {train.label} is blocked by {softmax.label} (not started)"
 
 
 def test_cli_hands_out_and_grades(tmp_path, capsys):
     assert main(["exercises", str(tmp_path / "ws"), "--only", "softmax,rope"]) == 0
     assert "wrote 2 files for 2 exercises" in capsys.readouterr().out
-    assert main(["grade", str(tmp_path / "ws"), "7"]) == 1
-    assert "07 rope" in capsys.readouterr().out
+    rope = find("rope")
+    assert main(["grade", str(tmp_path / "ws"), str(rope.number)]) == 1
+    assert rope.label in capsys.readouterr().out
     assert main(["exercises", str(tmp_path / "ws")]) == 2
     assert main(["grade", str(tmp_path / "ws"), "linear"]) == 2
     assert "not part of this workspace" in capsys.readouterr().err
+
+
+def test_one_order_the_exercise_for_a_concept_file_has_its_number():
+    """The exercise for tNN_x.py is numbered NN (for an exercise over two files, like the KV
+    cache with the grouped attention it decodes with, the later file's number), and they are
+    listed in that order; those outside the tNN files (optimizer, training) come last."""
+    import re
+    numbers = [e.number for e in EXERCISES]
+    assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
+    concept = [e for e in EXERCISES if any(re.match(r"t\d\d_", f) for f in e.files(True))]
+    for exercise in concept:
+        assert exercise.number == max(int(f[1:3]) for f in exercise.files(True) if re.match(r"t\d\d_", f))
+    assert EXERCISES[:len(concept)] == tuple(concept)
+    assert [e.name for e in EXERCISES[:3]] == ["embedding", "linear", "softmax"]
+    # the attention exercise holds multi-head attention too; a former name still finds it
+    assert holding("t04_attention.py:MultiHeadAttention.backward") is find("attention") is find("multi-head")
+    assert holding("t16_cross_attention.py:CrossAttention.backward") is find("cross-attention")

@@ -151,7 +151,8 @@ def load_workspace(directory):
         raise WorkspaceError(f"DIR: {marker} is not the marker of an npformer exercise workspace "
                              f"(format {FORMAT} expected)")
     try:
-        exercises = tuple(catalog.find(name) for name in data["exercises"])
+        # a former name maps to the exercise it joined ("multi-head" to attention): once each
+        exercises = tuple(dict.fromkeys(catalog.find(name) for name in data["exercises"]))
         hints = data["hints"]
         if isinstance(hints, bool):           # workspaces written before the tiers
             hints = "formulas" if hints else "none"

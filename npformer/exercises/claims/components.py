@@ -33,7 +33,7 @@ def _(L, R):
     close("position table gradient", positions.weight.grad[:5], d_out.sum(axis=0))
 
 
-@claim("multi-head", "backward after a KV-cached decoding step is refused: the cache is for inference")
+@claim("attention", "backward after a KV-cached decoding step is refused: the cache is for inference")
 def _(L, R):
     g = rng()
     mha = _mha(L, g)
@@ -46,7 +46,7 @@ def _(L, R):
     raise ClaimFailed("backward ran through a KV-cached decoding step; it must raise NotImplementedError")
 
 
-@claim("multi-head", "causal: the gradient of the output at position 2 reaches no input after it")
+@claim("attention", "causal: the gradient of the output at position 2 reaches no input after it")
 def _(L, R):
     g = rng()
     mha = _mha(L, g, causal=True)
@@ -54,7 +54,7 @@ def _(L, R):
     zero("d_x after position 2", mha.backward(upstream_at(out.shape, (slice(None), 2), g), cache)[:, 3:])
 
 
-@claim("multi-head", "without positions or masks attention is permutation-equivariant: permuting "
+@claim("attention", "without positions or masks attention is permutation-equivariant: permuting "
                      "the positions permutes the input gradient")
 def _(L, R):
     g = rng()
