@@ -23,6 +23,9 @@ from npformer.cli.worked_examples import list_examples
 REPO = Path(__file__).resolve().parent.parent
 TABLE = REPO / "worked_examples" / "CLAIMS.md"
 STATUSES = ("exact", "at printed precision", "qualitative", "differs", "not shown")
+# the reasons a claim is not shown, as the table's Status list gives them
+REASONS = ("interpretive", "needs trained models", "needs a trained", "needs trained", "needs a training",
+           "hardware", "a citation", "about the article itself")
 SECTIONS = {f"T{i}" for i in range(11)} | {f"O{i}" for i in range(17)} | {"OS"}
 _RESULTS = {}
 
@@ -81,10 +84,15 @@ def test_every_named_worked_example_exists():
 
 
 def test_every_status_is_known_and_a_shown_claim_names_a_test():
+    status_list = " ".join(TABLE.read_text(encoding="utf-8").split("**Summary:**")[0].split())
+    for reason in ("interpretive", "needs trained models", "hardware", "a citation", "about the article itself"):
+        assert reason in status_list, f"the table's Status list should give the reason {reason!r}"
     for claim_id, _, shown_by, status in rows():
         assert status.startswith(STATUSES), f"{claim_id}: unknown status {status!r}"
         if status.startswith("not shown"):
             assert re.match(r"not shown: \S.{10,}", status), f"{claim_id}: give the reason"
+            reason = status.removeprefix("not shown: ")
+            assert reason.startswith(REASONS), f"{claim_id}: {reason!r} is not one of the table's reasons"
         elif status.startswith("qualitative"):
             assert re.match(r"qualitative: \S.{10,}", status), f"{claim_id}: say what is left out"
         else:
@@ -445,3 +453,21 @@ def test_equal_parameter_counts_can_hide_four_times_the_work(rng):
     assert dense.num_parameters() == 2 * 16 * 128 == 4096
     assert moe.num_parameters() == 8 * 2 * 16 * 16 + 16 * 8 == 4096 + 128   # experts + router
     assert moe.active_parameters() == 2 * 2 * 16 * 16 + 16 * 8 == 1024 + 128
+
+
+def test_a_sentence_is_a_matrix_whose_rows_are_token_plus_position():
+    """T1.1: four positions of eight numbers are a 4 x 8 matrix X, row i for position i;
+    T6.3: x_i = token_embedding_i + position_embedding_i, so one token at two places is two rows."""
+    from npformer.t01_embedding import Embedding, Embeddings, LearnedPositions
+    rng = np.random.default_rng(0)
+    tokens, positions = Embedding(10, 8, rng, dtype=np.float64), LearnedPositions(16, 8, rng, dtype=np.float64)
+    ids = np.array([[3, 5, 3, 7]])                             # token 3 at positions 0 and 2
+    x = Embeddings(tokens, positions)(ids)
+    assert x.shape == (1, 4, 8)                                # one sentence: X is 4 x 8
+    for i, token in enumerate(ids[0]):
+        assert np.array_equal(x[0, i], tokens.weight.data[token] + positions.weight.data[i])
+    assert not np.allclose(x[0, 0], x[0, 2])                   # the same token, two vectors
+    lines = []
+    example = next(e for e in list_examples(REPO / "worked_examples") if e.number == 3)
+    example.load().run(out=lines.append)
+    assert any(line.startswith("1. X has shape [4, 8]: 4 positions of 8 numbers") for line in lines)
