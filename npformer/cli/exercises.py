@@ -36,9 +36,10 @@ def add_arguments(parser):
 def list_exercises(forward=False, out=print):
     """Print every exercise: number, name, what it builds, where it is written."""
     offered = available(forward)
+    width = max(len(e.label) for e in EXERCISES) + 1
     for e in EXERCISES:
         where = ", ".join(e.files(forward)) or ("-" if e in offered else "(with --forward)")
-        out(f"{e.label:16} {e.title:58} {where}")
+        out(f"{e.label:{width}} {e.title:58} {where}")
 
 
 def run(args):
