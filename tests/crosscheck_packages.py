@@ -1,5 +1,5 @@
-"""The cross-check tier's packages (module names) and the command that installs them; README
-and .ci/run give the same command (torch pinned: any other spec pulls CUDA). Its own module,
+"""The cross-check tier's packages (module names) and the command that installs them;
+docs/training-and-files.md and .ci/run give the same command (torch pinned: any other spec pulls CUDA). Its own module,
 not conftest.py: tests/crosscheck/ has a conftest.py of its own, and both import as
 ``conftest``."""
 

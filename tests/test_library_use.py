@@ -1,5 +1,5 @@
-"""npformer used as a library, the way a newcomer (often a PyTorch user) calls it: README's
-Python blocks run as printed, and the usual slips are one-line errors that say what to do."""
+"""npformer used as a library, the way a newcomer (often a PyTorch user) calls it: the Python
+blocks of README and docs/ run as printed, and the usual slips are one-line errors that say what to do."""
 import os
 import re
 import subprocess

@@ -1,6 +1,6 @@
 """The component protocol: Parameter, Module and Cache.
 
-Every layer in npformer follows one contract (README.md, "The protocol"):
+Every layer in npformer follows one contract (docs/reading-the-source.md, "The protocol"):
 
     out, cache = module.forward(inputs...)        # cache holds what backward needs
     d_inputs  = module.backward(d_out, cache)     # and ADDS into each Parameter.grad
