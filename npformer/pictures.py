@@ -608,11 +608,11 @@ PICTURES = {
 TOUR_PICTURES = [("tour_heads.png", tour_heads), ("tour_next_token.png", tour_next_token)]
 
 
-def save(fig, path):
+def save(fig, path, dpi=110):
     """Write ``fig`` to the PNG ``path`` (through a temporary file) and close it; returns path."""
     plt = _plt()
     temporary = f"{path}.part"
-    fig.savefig(temporary, dpi=110, format="png", bbox_inches="tight")
+    fig.savefig(temporary, dpi=dpi, format="png", bbox_inches="tight")
     plt.close(fig)
     os.replace(temporary, path)
     return path
