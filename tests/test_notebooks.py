@@ -23,7 +23,8 @@ def test_notebook_runs_from_scratch(path):
     pytest.importorskip("matplotlib", reason="the notebooks draw the pictures: pip install 'npformer[plot]'")
     notebook = nbformat.read(path, as_version=4)
     code_cells = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    assert code_cells and all(cell.outputs for cell in code_cells[:2]), "stored without outputs"
+    stored = sum(bool(cell.outputs) for cell in code_cells)
+    assert stored > len(code_cells) // 2, f"{path.name}: stored without its outputs"
     for cell in code_cells:
         cell.outputs, cell.execution_count = [], None      # from scratch, not the stored run
     start = time.perf_counter()
