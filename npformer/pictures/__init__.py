@@ -57,7 +57,7 @@ def save(fig, path, dpi=110):
     """Write ``fig`` to the PNG ``path`` (through a temporary file) and close it; returns path."""
     plt = _plt()
     temporary = f"{path}.part"
-    fig.savefig(temporary, dpi=dpi, format="png", bbox_inches="tight")
+    fig.savefig(temporary, dpi=dpi, format="png")
     plt.close(fig)
     os.replace(temporary, path)
     return path
