@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .worked_examples import (FOLDER, ExampleNotFound, find_examples_dir, list_examples,
                               run_example, select)
-from .common import UsageError
+from .common import UsageError, check_plot_dir
 
 
 def add_arguments(parser):
@@ -13,6 +13,9 @@ def add_arguments(parser):
                         "(rope); default: run them all")
     parser.add_argument("--list", action="store_true",
                         help="list the examples (or the one named) instead of running them")
+    parser.add_argument("--plot", metavar="DIR", default=None,
+                        help="also write each example's pictures (PNG) into DIR (needs "
+                             "matplotlib: pip install 'npformer[plot]')")
     parser.add_argument("--dir", default=None, help=f"the {FOLDER}/ folder (default: the "
                         "package's copy, else the current directory or a parent)")
 
@@ -29,6 +32,12 @@ def run(args):
         for example in chosen:
             print(f"{example.number:02d}  {example.name:{width}}  {example.summary()}")
         return 0
+    if args.plot is not None:
+        check_plot_dir(args.plot)              # a missing matplotlib: one line, before any work
+        from .. import pictures                # only here: matplotlib stays optional
     for example in chosen:
         run_example(example)
+        if args.plot is not None:
+            for path in pictures.draw(example.number, args.plot):
+                print(f"picture: {path}")
     return 0

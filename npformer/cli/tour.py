@@ -19,7 +19,7 @@ from ..t04_attention import causal_mask
 from ..t06_activations import gelu_forward
 from ..t03_softmax import softmax
 from ..t10_model import DecoderConfig, DecoderLM
-from .common import UsageError, positive_int, seed
+from .common import UsageError, check_plot_dir, positive_int, seed
 
 TUTORIAL_IDS = np.array([[3, 8, 12, 5, 17, 42, 23, 6]])
 
@@ -140,6 +140,9 @@ def add_arguments(parser):
                         help=f"attention heads, a divisor of the width {WIDTH} (default 2)")
     parser.add_argument("--no-mask", action="store_true", help="remove the causal mask")
     parser.add_argument("--seed", type=seed, default=7, help="seed of the weights, >= 0 (default 7)")
+    parser.add_argument("--plot", metavar="DIR", default=None,
+                        help="also write the per-head attention maps and the next-token "
+                             "probabilities (PNG) into DIR (needs matplotlib)")
 
 
 def run(args):
@@ -147,5 +150,11 @@ def run(args):
     if WIDTH % args.heads:
         raise UsageError(f"--heads: width {WIDTH} must be divisible by the number of heads, "
                          f"got {args.heads}")
+    if args.plot is not None:
+        check_plot_dir(args.plot)              # a missing matplotlib: one line, before any work
+        from .. import pictures                # only here: matplotlib stays optional
     tour(args.heads, not args.no_mask, args.seed)
+    if args.plot is not None:
+        for path in pictures.draw_tour(args.plot, args.heads, not args.no_mask, args.seed):
+            print(f"picture: {path}")
     return 0
