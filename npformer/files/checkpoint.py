@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import fileio
+from . import budget, fileio
 from ..t10_model import DecoderConfig, DecoderLM
 from ..training.tokenizer import tokenizer_from_dict
 
@@ -86,17 +86,41 @@ def _manifest(directory):
     folder, files = data.get("folder"), data.get("files")
     if not isinstance(folder, str) or not _FOLDER.match(folder) or not isinstance(files, dict):
         raise CheckpointError(f"{path}: damaged (expected a folder name and the files' hashes)")
-    return os.path.join(directory, folder), {name: info.get("sha256") if isinstance(info, dict) else None
-                                             for name, info in files.items()}
+    return os.path.join(directory, folder), {name: _Recorded(info) for name, info in files.items()}
 
 
-def _read_verified(folder, hashes, name):
-    """The bytes of one checkpoint file, checked against its hash when there is one."""
+class _Recorded:
+    """What checkpoint.json records of one file: its SHA-256 and its size in bytes."""
+
+    def __init__(self, info):
+        info = info if isinstance(info, dict) else {}
+        self.sha256 = info.get("sha256")
+        size = info.get("bytes")
+        self.size = size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+
+
+# The most a JSON file of a checkpoint may hold when checkpoint.json gives no size (the first
+# layout): a loss history of a million steps is about 75 MB.
+JSON_LIMIT = 256 * 2 ** 20
+
+
+def _read_verified(folder, hashes, name, limit=JSON_LIMIT, why=None):
+    """The bytes of one checkpoint file, checked against its recorded size and hash when there
+    are some, else against ``limit`` (the most its config justifies), before it is read."""
     path = os.path.join(folder, name)
     if hashes is not None and name not in hashes:
         raise CheckpointError(f"{path}: not part of this checkpoint (missing from {MANIFEST})")
-    data = _read_bytes(path)
-    if hashes is not None and hashlib.sha256(data).hexdigest() != hashes[name]:
+    recorded = hashes[name] if hashes is not None else None
+    if recorded is not None and recorded.size is not None:
+        found = _read_size(path)
+        if found > recorded.size:              # refused unread: it cannot match the hash
+            raise CheckpointError(f"{path}: its contents differ from the {recorded.size:,} bytes "
+                                  f"recorded in {MANIFEST} (it holds {found:,}; edited or damaged "
+                                  f"after saving)")
+        data = _read_bytes(path, limit=recorded.size, why=f"the size recorded in {MANIFEST}")
+    else:
+        data = _read_bytes(path, limit=limit, why=why or "a checkpoint's JSON file")
+    if recorded is not None and hashlib.sha256(data).hexdigest() != recorded.sha256:
         raise CheckpointError(f"{path}: its contents differ from the SHA-256 in {MANIFEST} "
                               f"(edited or damaged after saving)")
     return data
@@ -220,13 +244,19 @@ class Checkpoint:
 
 def read_checkpoint(directory, weights=True):
     """Read and check the checkpoint in ``directory``; ``weights=False`` skips the .npz files."""
-    for attempt in range(2):            # a save may replace the folder while it is being read
+    # A save may make another folder current, and remove this one, while it is being read:
+    # then read again from the new one. Each folder is complete before it becomes current
+    # and its files are checked against their hashes, so what is returned is one whole step.
+    for attempt in range(READ_ATTEMPTS):
         folder, hashes = _manifest(directory)
         try:
             return _read_folder(directory, folder, hashes, weights)
         except CheckpointError:
-            if attempt or hashes is None or os.path.isdir(folder):
+            if attempt == READ_ATTEMPTS - 1 or hashes is None or _manifest(directory)[0] == folder:
                 raise
+
+
+READ_ATTEMPTS = 5
 
 
 def _read_folder(directory, folder, hashes, weights):
@@ -235,6 +265,9 @@ def _read_folder(directory, folder, hashes, weights):
 
     def load(name, parse):
         return parse(os.path.join(folder, name), _read_verified(folder, hashes, name))
+
+    def parse_within(name, limit, why):
+        return _parse_npz(os.path.join(folder, name), _read_verified(folder, hashes, name, limit, why))
 
     config_path = os.path.join(folder, "config.json")
     config, dtype = _parse_config(config_path, load("config.json", _parse_json))
@@ -250,20 +283,42 @@ def _read_folder(directory, folder, hashes, weights):
             raise CheckpointError(f"{path}: {checkpoint.tokenizer.vocab_size} ids, more than the "
                                   f"vocab_size {config.vocab_size} of {config_path}")
     if weights:
-        checkpoint.weights = load("model.npz", _parse_npz)
+        # The config's sizes against the weight file and the memory, before anything is read
+        # or built: a config.json claiming 10**7 layers is refused here, in a moment.
+        numbers, itemsize = budget.decoder_parameters(config), dtype.itemsize
+        model_path = checkpoint.path("model.npz")
+        budget.check_model_fits(config_path, config, numbers, itemsize, error=CheckpointError)
+        limit = numbers * itemsize + _npz_overhead(config)
+        why = f"the {numbers:,} parameters of {config_path}"
+        checkpoint.weights = parse_within("model.npz", limit, why)
+        budget.check_model_fits(config_path, config, numbers, itemsize, error=CheckpointError,
+                                file_bytes=sum(a.nbytes for a in checkpoint.weights.values()),
+                                files=model_path)
         shape_of = DecoderLM(config, np.random.default_rng(0), dtype)
-        _check_weights(checkpoint.path("model.npz"), checkpoint.weights, shape_of, config_path)
+        _check_weights(model_path, checkpoint.weights, shape_of, config_path)
         if state.get("optimizer") is not None and present("optimizer.npz"):
-            checkpoint.optimizer_arrays = load("optimizer.npz", _parse_npz)
+            checkpoint.optimizer_arrays = parse_within(
+                "optimizer.npz", 3 * numbers * itemsize + _npz_overhead(config),
+                f"an optimizer of the {numbers:,} parameters of {config_path}")
             _check_optimizer_step(checkpoint.path("optimizer.npz"), state)
     return checkpoint
 
 
+def _read_size(path):
+    return fileio.file_size(path, CheckpointError, "not a complete npformer checkpoint")
+
+
+def _npz_overhead(config):
+    """Room for an .npz's own bytes beside the arrays: its zip entries and .npy headers
+    (well under 1 KiB an array; a layer has at most a few dozen arrays)."""
+    return 2 ** 20 + 1024 * 64 * (config.n_layers + 1)
+
+
 # -- the loaders by part (each reads the current checkpoint) ------------------------------------
-def _load_one(directory, name, parse):
+def _load_one(directory, name, parse, limit=JSON_LIMIT, why=None):
     folder, hashes = _manifest(directory)
     path = os.path.join(folder, name)
-    return path, parse(path, _read_verified(folder, hashes, name))
+    return path, parse(path, _read_verified(folder, hashes, name, limit, why))
 
 
 def load_state(directory):
@@ -273,7 +328,8 @@ def load_state(directory):
 
 def load_weights(directory, model):
     """Load the saved weights into ``model``: every name, shape and dtype must match exactly."""
-    path, arrays = _load_one(directory, "model.npz", _parse_npz)
+    limit = sum(p.data.nbytes for p in model.parameters()) + 2 ** 20 + 1024 * len(model.state_dict())
+    path, arrays = _load_one(directory, "model.npz", _parse_npz, limit, "the model's parameters")
     _check_weights(path, arrays, model, "the model")
     model.load_state_dict(arrays)
     return model

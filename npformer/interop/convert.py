@@ -120,7 +120,7 @@ def from_hf(source, config=None, dtype=np.float32, strict=True):
     family, ours, table, skip = _plan(hf, state.keys())
     model = _build(ours, dtype)
     shapes = {name: p.shape for name, p in model.named_parameters()}
-    model.load_state_dict(convert_state_dict(state, table, family, shapes, skip, strict))
+    model.load_state_dict(convert_state_dict(state, table, family, shapes, skip, strict), cast=True)
     return model
 
 
