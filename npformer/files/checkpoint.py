@@ -408,6 +408,7 @@ def _write_folder(directory, contents, step):
     """Write the files into a fresh folder, flush them, and give it its final name."""
     partial = tempfile.mkdtemp(prefix=_PARTIAL, dir=directory)
     try:
+        os.chmod(partial, 0o777 & ~fileio.umask())   # mkdtemp makes it private; a run is shared like its files
         for name, data in contents.items():
             fileio.write_bytes(os.path.join(partial, name), data)
         fileio.sync_directory(partial)

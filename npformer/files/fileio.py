@@ -20,7 +20,7 @@ import zipfile
 import numpy as np
 
 
-def _umask():
+def umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -32,7 +32,7 @@ def atomic_write(path, write, mode="wb"):
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".",
                                prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
-        os.chmod(tmp, 0o666 & ~_umask())        # mkstemp makes it private; give it the usual mode
+        os.chmod(tmp, 0o666 & ~umask())        # mkstemp makes it private; give it the usual mode
         with os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
             write(f)
             f.flush()

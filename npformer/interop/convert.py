@@ -14,6 +14,7 @@ import numpy as np
 from ..t15_encoder import Encoder, EncoderConfig
 from ..t10_model import DecoderConfig, DecoderLM
 from ..t17_seq2seq import EncoderDecoder, Seq2SeqConfig
+from ..files.budget import check_model_fits, minimum_parameters
 from .configs import (decoder_config_from_hf, encoder_config_from_hf, family_of, hf_config_dict,
                       hf_config_from_decoder, seq2seq_config_from_hf)
 from .files import read_hf_checkpoint, to_numpy, write_hf_checkpoint
@@ -90,6 +91,15 @@ def _plan(hf, their_names=()):
     return family, ours, table_for(ours, experts), unused_names(ours)
 
 
+def _nbytes(value):
+    """The bytes of a tensor (ndarray or torch tensor) without converting it."""
+    if hasattr(value, "nbytes"):
+        return int(value.nbytes)
+    if hasattr(value, "element_size") and hasattr(value, "numel"):
+        return int(value.element_size() * value.numel())
+    return int(np.asarray(value).nbytes)
+
+
 def _build(config, dtype):
     """The npformer model a config describes (weights to be overwritten)."""
     return MODEL_OF_CONFIG[type(config)](config, np.random.default_rng(0), dtype)
@@ -118,6 +128,12 @@ def from_hf(source, config=None, dtype=np.float32, strict=True):
     """
     hf, state = _source(source, config)
     family, ours, table, skip = _plan(hf, state.keys())
+    # The config's sizes against the tensors at hand and the memory, before any layer is built
+    # (2 bytes: the narrowest float a checkpoint may store, float16 or bfloat16).
+    where = os.path.join(source, "config.json") if isinstance(source, (str, os.PathLike)) else "config"
+    check_model_fits(where, ours, minimum_parameters(ours), 2,
+                     file_bytes=sum(_nbytes(v) for v in state.values()),
+                     files="the checkpoint's tensors")
     model = _build(ours, dtype)
     shapes = {name: p.shape for name, p in model.named_parameters()}
     model.load_state_dict(convert_state_dict(state, table, family, shapes, skip, strict), cast=True)
