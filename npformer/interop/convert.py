@@ -78,15 +78,23 @@ def _source(source, config):
                     f"got {type(source).__name__}")
 
 
-def _plan(hf, their_names=()):
+def _plan(hf, their_names=(), tensors=None):
     """(family, our config, table, their names to skip) for a Hugging Face config dict and the
-    names of the tensors at hand (which tell Mixtral's expert layout and BERT's pooler)."""
+    names of the tensors at hand (which tell Mixtral's expert layout and BERT's pooler).
+
+    ``tensors``: (the config's name, the bytes of the tensors at hand); the config's sizes
+    are then checked against them and the memory before anything per layer is made (2 bytes
+    a number: the narrowest float a checkpoint may store, float16 or bfloat16)."""
     family = family_of(hf)
     if family == "bert":
         names = {canonical_name(family, k) for k in their_names}
         ours = encoder_config_from_hf(hf, pooler="pooler.dense.weight" in names)
     else:
         ours = CONFIG_FROM_HF[family](hf)
+    if tensors is not None:
+        where, data_bytes = tensors
+        check_model_fits(where, ours, minimum_parameters(ours), 2, file_bytes=data_bytes,
+                         files="the checkpoint's tensors")
     experts = "per_expert" if any("block_sparse_moe." in k for k in their_names) else "fused"
     return family, ours, table_for(ours, experts), unused_names(ours)
 
@@ -127,13 +135,8 @@ def from_hf(source, config=None, dtype=np.float32, strict=True):
     - BART: ``config.pad_token_id``, the frozen row of the shared token table.
     """
     hf, state = _source(source, config)
-    family, ours, table, skip = _plan(hf, state.keys())
-    # The config's sizes against the tensors at hand and the memory, before any layer is built
-    # (2 bytes: the narrowest float a checkpoint may store, float16 or bfloat16).
     where = os.path.join(source, "config.json") if isinstance(source, (str, os.PathLike)) else "config"
-    check_model_fits(where, ours, minimum_parameters(ours), 2,
-                     file_bytes=sum(_nbytes(v) for v in state.values()),
-                     files="the checkpoint's tensors")
+    family, ours, table, skip = _plan(hf, state.keys(), (where, sum(_nbytes(v) for v in state.values())))
     model = _build(ours, dtype)
     shapes = {name: p.shape for name, p in model.named_parameters()}
     model.load_state_dict(convert_state_dict(state, table, family, shapes, skip, strict), cast=True)
