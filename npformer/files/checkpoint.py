@@ -287,7 +287,14 @@ def _read_folder(directory, folder, hashes, weights):
         # or built: a config.json claiming 10**7 layers is refused here, in a moment.
         numbers, itemsize = budget.decoder_parameters(config), dtype.itemsize
         model_path = checkpoint.path("model.npz")
-        budget.check_model_fits(config_path, config, numbers, itemsize, error=CheckpointError)
+        try:
+            budget.check_model_fits(config_path, config, numbers, itemsize, error=CheckpointError)
+        except CheckpointError:
+            # too big to load; if the weight file is too small for it as well, say that (an .npz
+            # holds its arrays uncompressed: its size bounds theirs)
+            budget.check_model_fits(config_path, config, numbers, itemsize, error=CheckpointError,
+                                    file_bytes=_read_size(model_path), files=model_path)
+            raise
         limit = numbers * itemsize + _npz_overhead(config)
         why = f"the {numbers:,} parameters of {config_path}"
         checkpoint.weights = parse_within("model.npz", limit, why)
