@@ -33,9 +33,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..files.checkpoint import CheckpointError, checkpoint_exists, read_checkpoint, save_checkpoint
 from ..files.budget import check_disk, checkpoint_bytes
-from ..files.checkpoint import CheckpointSaveError
+from ..files.checkpoint import (CheckpointError, CheckpointSaveError, checkpoint_exists,
+                                read_checkpoint, save_checkpoint)
 from ..files.lock import writer_lock
 from ..t11_loss import IGNORE_INDEX, cross_entropy, cross_entropy_forward
 from .optim import AdamW, clip_grad_norm, warmup_cosine
@@ -202,9 +202,8 @@ def resume_from(out_dir, model, optimizer, config):
 
 
 def check_disk_for(out_dir, model, config):
-    """``CheckpointSaveError`` before training starts when ``out_dir``'s disk cannot take two
-    checkpoints of this run (a save writes the new one before removing the old); returns
-    the bytes one checkpoint takes."""
+    """``CheckpointSaveError`` when ``out_dir``'s disk cannot take two checkpoints of this run
+    (a save writes the new one before removing the old); returns what one checkpoint takes."""
     need = checkpoint_bytes(model.num_parameters(), model.dtype.itemsize, config.steps)
     check_disk(out_dir, need, CheckpointSaveError)
     return need
