@@ -33,7 +33,7 @@ from .core.module import Cache, Module
 from .t14_moe import MoE
 from .t08_norm import NORMS
 from .t05_rope import Rotary
-from .core.validate import check_choice, check_heads, check_positive, check_window
+from .core.validate import check_choice, check_eps, check_heads, check_positive, check_window
 
 FFNS = ("relu", "gelu", "gelu_tanh", "swiglu")
 ATTENTION_KERNELS = {"plain": DotProductAttention, "flash": BlockwiseAttention}
@@ -134,6 +134,7 @@ class BlockConfig:
         check_positive("n_layers", self.n_layers)
         check_heads(self.d_model, self.n_heads, self.n_kv_heads, width="d_model")
         check_choice("norm", self.norm, tuple(NORMS))
+        check_eps("norm_eps", self.norm_eps)
         check_choice("ffn", self.ffn, FFNS)
         check_choice("attention", self.attention, tuple(ATTENTION_KERNELS))
         check_window(self.window)

@@ -203,6 +203,11 @@ def _cut(row, eos_id):
 
 def generate_text(model, tokenizer, prompts, max_new_tokens=32, **options):
     """Strings in, strings out: encode with <bos>, generate until <eos>, decode."""
+    if isinstance(prompts, str):
+        raise TypeError("prompts: expected a list of str, got a single str (wrap it in a list)")
+    for i, prompt in enumerate(prompts):
+        if not isinstance(prompt, str) or not prompt:
+            raise ValueError(f"prompts: expected non-empty strings, got {prompt!r} at index {i}")
     encoded = [tokenizer.encode(p, bos=True) for p in prompts]
     new = generate(model, encoded, max_new_tokens, eos_id=tokenizer.eos_id,
                    pad_id=tokenizer.pad_id, **options)

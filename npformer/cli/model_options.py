@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..files.budget import available_memory, decoder_parameters
 from ..t10_model import DecoderConfig
 from .common import UsageError, count, positive_int, positive_number, seed
 
@@ -77,16 +78,7 @@ def model_config(args, vocab_size, max_len):
 # -- memory ------------------------------------------------------------------------------------
 def parameter_count(config):
     """How many numbers the model described by ``config`` holds (counted, not allocated)."""
-    d, H, D = config.d_model, config.n_heads, config.head_dim
-    kv = config.n_kv_heads or H
-    hidden = config.ffn_hidden or 4 * d
-    ffn = (3 if config.ffn == "swiglu" else 2) * d * hidden
-    if config.n_experts:
-        ffn = config.n_experts * (ffn + d)
-    per_layer = d * (H + 2 * kv) * D + H * D * d + ffn + 4 * d
-    positions = config.max_len * d if config.positions == "learned" else 0
-    head = 0 if config.tie_embeddings else config.vocab_size * d
-    return config.n_layers * per_layer + config.vocab_size * d + positions + head + 2 * d
+    return decoder_parameters(config)
 
 
 def training_bytes(config, batch_size, seq_len, dtype=np.float32):
@@ -101,23 +93,7 @@ def training_bytes(config, batch_size, seq_len, dtype=np.float32):
 
 def available_bytes():
     """Memory this process can still take (MemAvailable, or a container's limit), or None."""
-    found = []
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    found.append(int(line.split()[1]) * 1024)
-    except (OSError, ValueError, IndexError):
-        pass
-    for limit, used in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                        ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                         "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
-        try:
-            with open(limit) as a, open(used) as b:
-                found.append(int(a.read().strip()) - int(b.read().strip()))
-        except (OSError, ValueError):
-            continue
-    return min(found) if found else None
+    return available_memory()
 
 
 def check_memory(config, batch_size, seq_len, available=None):

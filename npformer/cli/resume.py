@@ -6,7 +6,7 @@ import os
 from typing import NamedTuple
 
 from ..files.checkpoint import CheckpointError, checkpoint_exists, read_checkpoint
-from ..training.loop import TrainConfig
+from ..training.loop import TrainConfig, default_checkpoint_every
 from .common import UsageError
 from .datasets import prepare, text_spec
 from .model_options import MODEL_DEFAULTS, model_config
@@ -14,7 +14,7 @@ from .model_options import MODEL_DEFAULTS, model_config
 # The settings a checkpoint fixes: flag -> its default for a new run.
 RUN_DEFAULTS = {"data": "aftersales", "text": None, "seq_len": 64, "steps": 1000, "lr": 3e-3,
                 "batch_size": 32, "seed": 0, "micro_batches": 1, "eval_every": 0,
-                "checkpoint_every": 0, **MODEL_DEFAULTS}
+                "checkpoint_every": None, **MODEL_DEFAULTS}   # None: default_checkpoint_every(steps)
 
 
 class Plan(NamedTuple):
@@ -43,6 +43,8 @@ def new_run(args):
     for dest, default in RUN_DEFAULTS.items():
         if getattr(args, dest) is None:
             setattr(args, dest, default)
+    if args.checkpoint_every is None:
+        args.checkpoint_every = default_checkpoint_every(args.steps)
     if args.batch_size % args.micro_batches:
         raise UsageError(f"--micro-batches: {args.micro_batches} does not divide --batch-size "
                          f"{args.batch_size}")

@@ -3,16 +3,20 @@ English, reverse, add) or a UTF-8 text file (char-level), with checkpoints, resu
 and a clean stop on Ctrl-C, SIGTERM or SIGHUP."""
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
 import signal
 
 import numpy as np
 
 from ..files.checkpoint import CheckpointError
+from ..files.budget import check_disk, checkpoint_bytes, decoder_parameters
+from ..files.lock import CheckpointBusy, writer_lock
 from ..t10_model import DecoderLM
 from ..training.loop import train
 from .common import (UsageError, computing, check_output_dir, check_plot_dir, count,
-                     positive_int, say)
+                     positive_int, say, warn)
 from .datasets import BUILTIN, PROMPT_FORMATS
 from .model_options import add_model_arguments, add_run_arguments, check_memory
 from .pictures import prompt_attention, write_plots
@@ -43,7 +47,9 @@ def add_arguments(parser):
     parser.add_argument("--eval-every", type=count, default=None,
                         help="evaluate every N steps (default 0: at the end)")
     parser.add_argument("--checkpoint-every", type=count, default=None,
-                        help="save every N steps (default 0: at the end, and when stopped)")
+                        help="save every N steps, and at the end and when stopped (default: "
+                             "every tenth of the run for 200 steps or more, else only at the end; "
+                             "0: only at the end)")
     add_model_arguments(parser)
     add_run_arguments(parser, 1000, 3e-3, 32, resumable=True)
 
@@ -52,8 +58,17 @@ def run(args):
     """Train (or resume); 0 when done, 128 + the signal's number when stopped by one."""
     check_output_dir("--out", args.out)
     check_plot_dir(args.plot)
-    with computing("train", args):
-        return _train(args)
+    created = not os.path.exists(args.out)
+    try:
+        with writer_lock(args.out, on_stale=lambda text: warn("train", text)):
+            with computing("train", args):
+                return _train(args)
+    except CheckpointBusy as error:
+        raise UsageError(f"--out: {error}") from None
+    finally:
+        if created:                     # refused before anything was saved: leave no trace
+            with contextlib.suppress(OSError):
+                os.rmdir(args.out)
 
 
 def _train(args):
@@ -67,6 +82,12 @@ def _train(args):
             f"give --steps N (more) to extend it")
         return 0
     check_memory(plan.config, plan.settings.batch_size, plan.data.source.max_len)
+    try:
+        check_disk(args.out, checkpoint_bytes(decoder_parameters(plan.config),
+                                              np.dtype(plan.dtype).itemsize, plan.settings.steps),
+                   UsageError)
+    except UsageError as error:
+        raise UsageError(f"--out: {error}") from None
     model = DecoderLM(plan.config, np.random.default_rng(plan.settings.seed), plan.dtype)
     _describe(args, plan, model)
     result = train(model, plan.data.source, plan.settings, plan.data.tokenizer,

@@ -216,25 +216,40 @@ class Module:
         """A plain ``{name: array copy}`` dict, names as in ``named_parameters()``."""
         return {name: p.data.copy() for name, p in self.named_parameters()}
 
-    def load_state_dict(self, state: dict, strict: bool = True):
-        """Copy arrays into the parameters, checking names and shapes.
+    def load_state_dict(self, state: dict, strict: bool = True, cast: bool = False,
+                        allow_nonfinite: bool = False):
+        """Copy arrays into the parameters, checking names, shapes, dtypes and values.
 
-        Arrays are cast to each parameter's dtype. With ``strict`` a missing or
-        unexpected name is a ``ValueError`` naming it. Nothing is changed unless
-        every check passes.
+        With ``strict`` a missing or unexpected name is a ``ValueError`` naming it. An
+        array of another dtype than its parameter is refused (a float64 array would be
+        rounded into a float32 model without a word) unless ``cast=True`` converts it;
+        NaN or infinite values are refused unless ``allow_nonfinite=True``. Nothing is
+        changed unless every check passes.
         """
         params = dict(self.named_parameters())
         missing = sorted(set(params) - set(state))
         unexpected = sorted(set(state) - set(params))
         if strict and (missing or unexpected):
             raise ValueError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+        arrays = {}
         for name, p in params.items():
-            if name in state and np.shape(state[name]) != p.shape:
+            if name not in state:
+                continue
+            array = np.asarray(state[name])
+            if array.shape != p.shape:
                 raise ValueError(f"load_state_dict: {name!r} expected shape {p.shape}, "
-                                 f"got {np.shape(state[name])}")
-        for name, p in params.items():
-            if name in state:
-                p.data[...] = np.asarray(state[name], dtype=p.dtype)
+                                 f"got {array.shape}")
+            if array.dtype != p.dtype and not cast:
+                raise TypeError(f"load_state_dict: {name!r} expected dtype {p.dtype}, got "
+                                f"{array.dtype} (pass cast=True to convert, or call "
+                                f"model.astype(np.{array.dtype}) first)")
+            if not allow_nonfinite and not np.isfinite(array).all():
+                bad = int(np.size(array) - np.isfinite(array).sum())
+                raise ValueError(f"load_state_dict: {name!r} holds {bad} NaN or infinite "
+                                 f"values (pass allow_nonfinite=True to load them anyway)")
+            arrays[name] = array
+        for name, array in arrays.items():
+            params[name].data[...] = array.astype(params[name].dtype, copy=False)
         return self
 
 

@@ -68,6 +68,9 @@ def check_token_ids(name, ids, vocab_size):
     ids = check_ids(name, ids, vocab_size)
     if ids.ndim != 2:
         raise ValueError(f"{name}: expected a [B, N] array of token ids, got shape {ids.shape}")
+    if ids.size == 0:
+        raise ValueError(f"{name}: expected at least one sequence of at least one token "
+                         f"(B >= 1, N >= 1), got an empty batch of shape {ids.shape}")
     return ids
 
 
@@ -159,6 +162,14 @@ def check_positive(name, value):
     """A positive integer (a count or a width)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+    return value
+
+
+def check_eps(name, value):
+    """A finite number > 0 (a norm's eps: 0 or below lets sqrt(var + eps) reach 0 or go NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
+            or not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
     return value
 
 

@@ -26,80 +26,29 @@ without hashes.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import fileio
+from . import budget, fileio
+from .manifest import (FORMAT, JSON_LIMIT, MANIFEST, _FOLDER, CheckpointError, _manifest,
+                       _parse_json, _parse_npz, _read_size, _read_verified, read_json)
 from ..t10_model import DecoderConfig, DecoderLM
 from ..training.tokenizer import tokenizer_from_dict
 
-FORMAT = "npformer-checkpoint"
 VERSION = 1                       # of config.json
 LAYOUT = 2                        # of the directory: 1 = five files, 2 = checkpoint.json + folder
-MANIFEST = "checkpoint.json"
 FILES = ("model.npz", "config.json", "tokenizer.json", "optimizer.npz", "state.json")
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-_FOLDER = re.compile(r"^step-\d{8,}\.[A-Za-z0-9_]+$")
 _PARTIAL = ".partial-"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that is missing, truncated, foreign, or whose files do not belong together."""
 
 
 class CheckpointSaveError(OSError):
     """A save failed (a full disk, no permission); the previous checkpoint is still current."""
-
-
-# -- reading files with clear errors -----------------------------------------------------
-_read_bytes = functools.partial(fileio.read_bytes, error=CheckpointError,
-                                incomplete="not a complete npformer checkpoint")
-_parse_json = functools.partial(fileio.parse_json, error=CheckpointError)
-_parse_npz = functools.partial(fileio.parse_npz, error=CheckpointError)
-
-
-def read_json(path):
-    """Parsed JSON of ``path``; CheckpointError for a missing, truncated or non-JSON file."""
-    return _parse_json(path, _read_bytes(path))
-
-
-# -- where the current files are -------------------------------------------------------------
-def _manifest(directory):
-    """(folder path, {file name: sha256}) of the current checkpoint; (directory, None) for the
-    first layout."""
-    if not os.path.isdir(directory):
-        what = "is not a directory" if os.path.exists(directory) else "does not exist"
-        raise CheckpointError(f"checkpoint directory {directory} {what}")
-    path = os.path.join(directory, MANIFEST)
-    if not os.path.exists(path):
-        return os.fspath(directory), None
-    data = read_json(path)
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not an npformer checkpoint manifest")
-    folder, files = data.get("folder"), data.get("files")
-    if not isinstance(folder, str) or not _FOLDER.match(folder) or not isinstance(files, dict):
-        raise CheckpointError(f"{path}: damaged (expected a folder name and the files' hashes)")
-    return os.path.join(directory, folder), {name: info.get("sha256") if isinstance(info, dict) else None
-                                             for name, info in files.items()}
-
-
-def _read_verified(folder, hashes, name):
-    """The bytes of one checkpoint file, checked against its hash when there is one."""
-    path = os.path.join(folder, name)
-    if hashes is not None and name not in hashes:
-        raise CheckpointError(f"{path}: not part of this checkpoint (missing from {MANIFEST})")
-    data = _read_bytes(path)
-    if hashes is not None and hashlib.sha256(data).hexdigest() != hashes[name]:
-        raise CheckpointError(f"{path}: its contents differ from the SHA-256 in {MANIFEST} "
-                              f"(edited or damaged after saving)")
-    return data
 
 
 def checkpoint_exists(directory):
@@ -220,13 +169,19 @@ class Checkpoint:
 
 def read_checkpoint(directory, weights=True):
     """Read and check the checkpoint in ``directory``; ``weights=False`` skips the .npz files."""
-    for attempt in range(2):            # a save may replace the folder while it is being read
+    # A save may make another folder current, and remove this one, while it is being read:
+    # then read again from the new one. Each folder is complete before it becomes current
+    # and its files are checked against their hashes, so what is returned is one whole step.
+    for attempt in range(READ_ATTEMPTS):
         folder, hashes = _manifest(directory)
         try:
             return _read_folder(directory, folder, hashes, weights)
         except CheckpointError:
-            if attempt or hashes is None or os.path.isdir(folder):
+            if attempt == READ_ATTEMPTS - 1 or hashes is None or _manifest(directory)[0] == folder:
                 raise
+
+
+READ_ATTEMPTS = 5
 
 
 def _read_folder(directory, folder, hashes, weights):
@@ -235,6 +190,9 @@ def _read_folder(directory, folder, hashes, weights):
 
     def load(name, parse):
         return parse(os.path.join(folder, name), _read_verified(folder, hashes, name))
+
+    def parse_within(name, limit, why):
+        return _parse_npz(os.path.join(folder, name), _read_verified(folder, hashes, name, limit, why))
 
     config_path = os.path.join(folder, "config.json")
     config, dtype = _parse_config(config_path, load("config.json", _parse_json))
@@ -250,20 +208,45 @@ def _read_folder(directory, folder, hashes, weights):
             raise CheckpointError(f"{path}: {checkpoint.tokenizer.vocab_size} ids, more than the "
                                   f"vocab_size {config.vocab_size} of {config_path}")
     if weights:
-        checkpoint.weights = load("model.npz", _parse_npz)
+        # The config's sizes against the weight file and the memory, before anything is read
+        # or built: a config.json claiming 10**7 layers is refused here, in a moment.
+        numbers, itemsize = budget.decoder_parameters(config), dtype.itemsize
+        model_path = checkpoint.path("model.npz")
+        try:
+            budget.check_model_fits(config_path, config, numbers, itemsize, error=CheckpointError)
+        except CheckpointError:
+            # too big to load; if the weight file is too small for it as well, say that (an .npz
+            # holds its arrays uncompressed: its size bounds theirs)
+            budget.check_model_fits(config_path, config, numbers, itemsize, error=CheckpointError,
+                                    file_bytes=_read_size(model_path), files=model_path)
+            raise
+        limit = numbers * itemsize + _npz_overhead(config)
+        why = f"the {numbers:,} parameters of {config_path}"
+        checkpoint.weights = parse_within("model.npz", limit, why)
+        budget.check_model_fits(config_path, config, numbers, itemsize, error=CheckpointError,
+                                file_bytes=sum(a.nbytes for a in checkpoint.weights.values()),
+                                files=model_path)
         shape_of = DecoderLM(config, np.random.default_rng(0), dtype)
-        _check_weights(checkpoint.path("model.npz"), checkpoint.weights, shape_of, config_path)
+        _check_weights(model_path, checkpoint.weights, shape_of, config_path)
         if state.get("optimizer") is not None and present("optimizer.npz"):
-            checkpoint.optimizer_arrays = load("optimizer.npz", _parse_npz)
+            checkpoint.optimizer_arrays = parse_within(
+                "optimizer.npz", 3 * numbers * itemsize + _npz_overhead(config),
+                f"an optimizer of the {numbers:,} parameters of {config_path}")
             _check_optimizer_step(checkpoint.path("optimizer.npz"), state)
     return checkpoint
 
 
+def _npz_overhead(config):
+    """Room for an .npz's own bytes beside the arrays: its zip entries and .npy headers
+    (well under 1 KiB an array; a layer has at most a few dozen arrays)."""
+    return 2 ** 20 + 1024 * 64 * (config.n_layers + 1)
+
+
 # -- the loaders by part (each reads the current checkpoint) ------------------------------------
-def _load_one(directory, name, parse):
+def _load_one(directory, name, parse, limit=JSON_LIMIT, why=None):
     folder, hashes = _manifest(directory)
     path = os.path.join(folder, name)
-    return path, parse(path, _read_verified(folder, hashes, name))
+    return path, parse(path, _read_verified(folder, hashes, name, limit, why))
 
 
 def load_state(directory):
@@ -273,7 +256,8 @@ def load_state(directory):
 
 def load_weights(directory, model):
     """Load the saved weights into ``model``: every name, shape and dtype must match exactly."""
-    path, arrays = _load_one(directory, "model.npz", _parse_npz)
+    limit = sum(p.data.nbytes for p in model.parameters()) + 2 ** 20 + 1024 * len(model.state_dict())
+    path, arrays = _load_one(directory, "model.npz", _parse_npz, limit, "the model's parameters")
     _check_weights(path, arrays, model, "the model")
     model.load_state_dict(arrays)
     return model
@@ -352,6 +336,7 @@ def _write_folder(directory, contents, step):
     """Write the files into a fresh folder, flush them, and give it its final name."""
     partial = tempfile.mkdtemp(prefix=_PARTIAL, dir=directory)
     try:
+        os.chmod(partial, 0o777 & ~fileio.umask())   # mkdtemp makes it private; a run is shared like its files
         for name, data in contents.items():
             fileio.write_bytes(os.path.join(partial, name), data)
         fileio.sync_directory(partial)

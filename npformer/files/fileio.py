@@ -13,13 +13,14 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 import tempfile
 import zipfile
 
 import numpy as np
 
 
-def _umask():
+def umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -31,7 +32,7 @@ def atomic_write(path, write, mode="wb"):
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".",
                                prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
-        os.chmod(tmp, 0o666 & ~_umask())        # mkstemp makes it private; give it the usual mode
+        os.chmod(tmp, 0o666 & ~umask())        # mkstemp makes it private; give it the usual mode
         with os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
             write(f)
             f.flush()
@@ -87,15 +88,57 @@ def is_leftover(entry, names):
 
 
 # -- reading ------------------------------------------------------------------------------
-def read_bytes(path, error=ValueError, incomplete="a file is missing"):
-    """The bytes of ``path``; ``error`` (an exception class) naming the file if it cannot be read."""
+def _kind(mode):
+    """What a non-regular file is, in words."""
+    for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def file_size(path, error=ValueError, incomplete="a file is missing"):
+    """The size of ``path``, which must be a regular file (a symlink is followed: one to
+    /dev/zero or to a FIFO is refused before anything is read)."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        info = os.stat(path)
     except FileNotFoundError:
         raise error(f"{path}: file missing ({incomplete})") from None
     except OSError as failure:
         raise error(f"{path}: cannot be read ({failure.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise error(f"{path}: {_kind(info.st_mode)}, expected a regular file")
+    return info.st_size
+
+
+def read_bytes(path, error=ValueError, incomplete="a file is missing", size=None, limit=None,
+               why="its stated size"):
+    """The bytes of ``path``; ``error`` (an exception class) naming the file if it cannot be read.
+
+    The file must be a regular file; ``size``: the exact size it must have, ``limit``: the
+    most it may hold (``why`` says where the number comes from). Both are checked before
+    reading, and no more than the file's size is ever read (a file that grows meanwhile
+    is refused).
+    """
+    found = file_size(path, error, incomplete)
+    if size is not None and found != size:
+        raise error(f"{path}: {found} bytes, but {why} is {size} bytes (truncated or edited)")
+    if limit is not None and found > limit:
+        raise error(f"{path}: {found:,} bytes, more than the {limit:,} that {why} allows")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):      # replaced since the stat
+                raise error(f"{path}: {_kind(os.fstat(f.fileno()).st_mode)}, expected a regular file")
+            data = f.read(found + 1)
+    except FileNotFoundError:
+        raise error(f"{path}: file missing ({incomplete})") from None
+    except OSError as failure:
+        raise error(f"{path}: cannot be read ({failure.strerror})") from None
+    if len(data) != found:
+        raise error(f"{path}: changed size while being read ({found} bytes, then {len(data)})")
+    return data
 
 
 def parse_json(path, data, error=ValueError):

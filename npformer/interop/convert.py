@@ -14,6 +14,7 @@ import numpy as np
 from ..t15_encoder import Encoder, EncoderConfig
 from ..t10_model import DecoderConfig, DecoderLM
 from ..t17_seq2seq import EncoderDecoder, Seq2SeqConfig
+from ..files.budget import check_model_fits, minimum_parameters
 from .configs import (decoder_config_from_hf, encoder_config_from_hf, family_of, hf_config_dict,
                       hf_config_from_decoder, seq2seq_config_from_hf)
 from .files import read_hf_checkpoint, to_numpy, write_hf_checkpoint
@@ -77,17 +78,34 @@ def _source(source, config):
                     f"got {type(source).__name__}")
 
 
-def _plan(hf, their_names=()):
+def _plan(hf, their_names=(), tensors=None):
     """(family, our config, table, their names to skip) for a Hugging Face config dict and the
-    names of the tensors at hand (which tell Mixtral's expert layout and BERT's pooler)."""
+    names of the tensors at hand (which tell Mixtral's expert layout and BERT's pooler).
+
+    ``tensors``: (the config's name, the bytes of the tensors at hand); the config's sizes
+    are then checked against them and the memory before anything per layer is made (2 bytes
+    a number: the narrowest float a checkpoint may store, float16 or bfloat16)."""
     family = family_of(hf)
     if family == "bert":
         names = {canonical_name(family, k) for k in their_names}
         ours = encoder_config_from_hf(hf, pooler="pooler.dense.weight" in names)
     else:
         ours = CONFIG_FROM_HF[family](hf)
+    if tensors is not None:
+        where, data_bytes = tensors
+        check_model_fits(where, ours, minimum_parameters(ours), 2, file_bytes=data_bytes,
+                         files="the checkpoint's tensors")
     experts = "per_expert" if any("block_sparse_moe." in k for k in their_names) else "fused"
     return family, ours, table_for(ours, experts), unused_names(ours)
+
+
+def _nbytes(value):
+    """The bytes of a tensor (ndarray or torch tensor) without converting it."""
+    if hasattr(value, "nbytes"):
+        return int(value.nbytes)
+    if hasattr(value, "element_size") and hasattr(value, "numel"):
+        return int(value.element_size() * value.numel())
+    return int(np.asarray(value).nbytes)
 
 
 def _build(config, dtype):
@@ -117,10 +135,11 @@ def from_hf(source, config=None, dtype=np.float32, strict=True):
     - BART: ``config.pad_token_id``, the frozen row of the shared token table.
     """
     hf, state = _source(source, config)
-    family, ours, table, skip = _plan(hf, state.keys())
+    where = os.path.join(source, "config.json") if isinstance(source, (str, os.PathLike)) else "config"
+    family, ours, table, skip = _plan(hf, state.keys(), (where, sum(_nbytes(v) for v in state.values())))
     model = _build(ours, dtype)
     shapes = {name: p.shape for name, p in model.named_parameters()}
-    model.load_state_dict(convert_state_dict(state, table, family, shapes, skip, strict))
+    model.load_state_dict(convert_state_dict(state, table, family, shapes, skip, strict), cast=True)
     return model
 
 

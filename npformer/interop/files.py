@@ -15,11 +15,12 @@ package is imported only when a file is touched (``pip install 'npformer[hf]'``)
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
-from ..files.fileio import atomic_write, write_json
+from ..files.fileio import atomic_write, file_size, read_bytes, write_json
 from .configs import family_of
 
 CONFIG_FILE = "config.json"
@@ -39,12 +40,51 @@ def _safetensors(action):
 
 
 # -- .safetensors files -----------------------------------------------------------------------
+HEADER_LIMIT = 100 * 2 ** 20        # the safetensors format's own cap on a header's size
+_ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
+             "U8": 1, "BOOL": 1, "U16": 2, "U32": 4, "U64": 8}
+
+
 def _safetensors_header(path):
-    """The JSON header of a .safetensors file and the byte offset where its data starts."""
+    """The JSON header of a .safetensors file and the byte offset where its data starts,
+    every length and offset checked against the file's size before anything is read."""
+    size = file_size(path)
     with open(path, "rb") as f:
-        size = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(size))
-    return header, 8 + size
+        length = int.from_bytes(f.read(8), "little")
+        if size < 8 or length > min(size - 8, HEADER_LIMIT):
+            raise ValueError(f"{path}: safetensors header length {length:,} is beyond the "
+                             f"file's {size:,} bytes (or the format's {HEADER_LIMIT:,}-byte "
+                             f"limit): truncated or not a .safetensors file")
+        try:
+            header = json.loads(f.read(length))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{path}: safetensors header is not valid JSON ({error})") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{path}: safetensors header is not a JSON object")
+    data = size - 8 - length
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            start, end = info["data_offsets"]
+            count = int(np.prod(info["shape"], dtype=object))
+            width = _ITEMSIZE[info["dtype"]]
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{path}: tensor {name!r} has no valid dtype, shape and "
+                             f"data_offsets in the header") from None
+        if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end <= data) \
+                or end - start != count * width:
+            raise ValueError(f"{path}: tensor {name!r} data_offsets [{start}, {end}] do not fit "
+                             f"its {info['dtype']}{list(info['shape'])} inside the file's "
+                             f"{data:,} bytes of data")
+    return header, 8 + length
+
+
+def safetensors_data_bytes(path):
+    """How many bytes of tensor data a .safetensors file holds (from its checked header)."""
+    header, _ = _safetensors_header(path)
+    return sum(info["data_offsets"][1] - info["data_offsets"][0]
+               for name, info in header.items() if name != "__metadata__")
 
 
 def bf16_to_float32(raw):
@@ -54,8 +94,8 @@ def bf16_to_float32(raw):
 
 def read_safetensors(path):
     """{name: ndarray} from a ``.safetensors`` file (via ``safetensors.numpy``; BF16 widened to float32)."""
+    header, data_start = _safetensors_header(path)       # checked before anything is read
     safe_open = _safetensors("reading").safe_open
-    header, data_start = _safetensors_header(path)
     tensors = {}
     with safe_open(str(path), framework="numpy") as f:
         for name in f.keys():
@@ -93,10 +133,55 @@ def read_hf_config(directory):
     if not path.is_file():
         raise ValueError(f"directory: expected a Hugging Face checkpoint with {CONFIG_FILE}, "
                          f"found none in {str(directory)!r}")
+    return _read_json(path)
+
+
+JSON_LIMIT = 64 * 2 ** 20           # a config.json or a shard index is a few kilobytes
+
+
+def _read_json(path):
+    """A small JSON file: a regular file, at most ``JSON_LIMIT`` bytes, parsed."""
+    data = read_bytes(path, limit=JSON_LIMIT, why="a Hugging Face JSON file")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: not valid JSON, truncated or foreign ({error})") from None
+
+
+def shard_paths(directory):
+    """The shard files ``model.safetensors.index.json`` lists, each checked to be a file name
+    inside ``directory`` (an entry like ``../x`` or ``/etc/x`` is refused, naming it)."""
+    directory = Path(directory)
+    index = directory / INDEX_FILE
+    data = _read_json(index)
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict):
+        raise ValueError(f"{index}: expected a 'weight_map' {{tensor name: shard file}}")
+    root = os.path.abspath(directory)
+    shards = []
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or not shard:
+            raise ValueError(f"{index}: weight_map[{name!r}] = {shard!r}, expected a file name")
+        # judged by name, not by where symlinks lead: the Hugging Face cache links each file
+        # of a snapshot to a blob elsewhere
+        path = Path(os.path.normpath(os.path.join(root, shard)))
+        if os.path.isabs(shard) or os.path.commonpath([root, str(path)]) != root or str(path) == root:
+            raise ValueError(f"{index}: weight_map[{name!r}] = {shard!r} points outside "
+                             f"{directory} (shards must be files in the index's folder)")
+        if path not in shards:
+            shards.append(path)
+    return sorted(shards)
+
+
+def hf_data_bytes(directory):
+    """How many bytes of tensors a checkpoint directory holds (headers read, data not)."""
+    directory = Path(directory)
+    single = directory / WEIGHTS_FILE
+    if single.is_file():
+        return safetensors_data_bytes(single)
+    if (directory / INDEX_FILE).is_file():
+        return sum(safetensors_data_bytes(shard) for shard in shard_paths(directory))
+    return None
 
 
 def read_hf_tensors(directory):
@@ -107,12 +192,9 @@ def read_hf_tensors(directory):
     if single.is_file():
         return read_safetensors(single)
     if index.is_file():
-        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
-        if not isinstance(weight_map, dict):
-            raise ValueError(f"{index}: expected a 'weight_map' {{tensor name: shard file}}")
         tensors = {}
-        for shard in sorted(set(weight_map.values())):
-            tensors.update(read_safetensors(directory / shard))
+        for shard in shard_paths(directory):
+            tensors.update(read_safetensors(shard))
         return tensors
     found = sorted(p.name for p in directory.iterdir())
     raise ValueError(f"directory: expected {WEIGHTS_FILE} (or {INDEX_FILE}) "

@@ -33,7 +33,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..files.checkpoint import CheckpointError, checkpoint_exists, read_checkpoint, save_checkpoint
+from ..files.budget import check_disk, checkpoint_bytes
+from ..files.checkpoint import (CheckpointError, CheckpointSaveError, checkpoint_exists,
+                                read_checkpoint, save_checkpoint)
+from ..files.lock import writer_lock
 from ..t11_loss import IGNORE_INDEX, cross_entropy, cross_entropy_forward
 from .optim import AdamW, clip_grad_norm, warmup_cosine
 from .progress import Progress
@@ -41,6 +44,16 @@ from ..runtime.signals import StopSignals
 
 
 # -- settings and history ------------------------------------------------------------------
+LONG_RUN = 200          # steps: from here on a run saves periodically unless told otherwise
+
+
+def default_checkpoint_every(steps):
+    """The checkpoint interval a run gets by default: none below ``LONG_RUN`` steps (the
+    final save is soon), else every ``steps // 10`` steps, so that a disk that fills up,
+    a crash or a kill costs at most a tenth of the run."""
+    return 0 if steps < LONG_RUN else steps // 10
+
+
 @dataclass
 class TrainConfig:
     """Settings of a run; saved with each checkpoint (a resume must use the same).
@@ -60,7 +73,7 @@ class TrainConfig:
     betas: tuple = (0.9, 0.98)
     clip: float | None = 1.0
     eval_every: int = 0                # 0: evaluate only at the end
-    checkpoint_every: int = 0          # 0: save only at the end (and when stopped by a signal)
+    checkpoint_every: int | None = None   # 0: only at the end (and when stopped); None: auto, below
     seed: int = 0
     decay_steps: int | None = None     # None: = steps
 
@@ -77,8 +90,21 @@ class TrainConfig:
             raise ValueError(f"lr: expected a positive finite number, got {self.lr!r}")
         if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ValueError(f"seed: expected an integer >= 0, got {self.seed!r}")
+        if self.checkpoint_every is not None and (isinstance(self.checkpoint_every, bool) or not
+                                                  isinstance(self.checkpoint_every, (int, np.integer))
+                                                  or self.checkpoint_every < 0):
+            raise ValueError(f"checkpoint_every: expected an integer >= 0 or None, got "
+                             f"{self.checkpoint_every!r}")
         if self.decay_steps is not None and self.decay_steps < 1:
             raise ValueError(f"decay_steps: expected a positive integer or None, got {self.decay_steps!r}")
+
+    @property
+    def save_every(self):
+        """Steps between checkpoints: ``checkpoint_every``, or when it is None
+        ``default_checkpoint_every(steps)`` (every tenth of a run of 200 steps or more)."""
+        if self.checkpoint_every is None:
+            return default_checkpoint_every(self.steps)
+        return self.checkpoint_every
 
     @property
     def schedule_steps(self):
@@ -173,6 +199,14 @@ def resume_from(out_dir, model, optimizer, config):
     checkpoint.load_weights(model)
     checkpoint.load_optimizer(optimizer)
     return History.from_dict(state["history"]), step
+
+
+def check_disk_for(out_dir, model, config):
+    """``CheckpointSaveError`` when ``out_dir``'s disk cannot take two checkpoints of this run
+    (a save writes the new one before removing the old); returns what one checkpoint takes."""
+    need = checkpoint_bytes(model.num_parameters(), model.dtype.itemsize, config.steps)
+    check_disk(out_dir, need, CheckpointSaveError)
+    return need
 
 
 class Checkpointer:
@@ -288,14 +322,27 @@ def train(model, source, config, tokenizer=None, out_dir=None, resume=False, eva
           progress=True, on_step=None, extra_state=None, log=print):
     """Train ``model`` on batches from ``source`` (``ExampleSource`` or ``TextSource``).
 
-    ``out_dir``: checkpoints go there (every ``checkpoint_every`` steps, at the end,
-    and when stopped by a signal). ``resume``: continue from the checkpoint in ``out_dir``.
+    ``out_dir``: checkpoints go there (every ``config.save_every`` steps, at the end,
+    and when stopped by a signal); the free space for them is checked first. ``resume``: continue from the checkpoint in ``out_dir``.
     ``evaluate(model) -> dict`` runs every ``eval_every`` steps and at the end; ``log``
     prints its results. ``on_step(step, loss)`` is called after each step.
     ``extra_state``: a JSON-able dict saved in every checkpoint's state.json.
     Raises ``TrainingDiverged`` on a NaN/Inf loss or gradient, leaving the last
-    checkpoint as it was.
+    checkpoint as it was. While it runs it holds ``out_dir``'s writer lock
+    (``files.lock``): a second run into the same directory gets ``CheckpointBusy``.
     """
+    if out_dir is None:
+        return _train(model, source, config, tokenizer, out_dir, resume, evaluate, progress,
+                      on_step, extra_state, log)
+    with writer_lock(out_dir, on_stale=log):        # one writer per checkpoint directory
+        return _train(model, source, config, tokenizer, out_dir, resume, evaluate, progress,
+                      on_step, extra_state, log)
+
+
+def _train(model, source, config, tokenizer, out_dir, resume, evaluate, progress, on_step,
+           extra_state, log):
+    if out_dir is not None:
+        check_disk_for(out_dir, model, config)
     optimizer = make_optimizer(model, config)
     history, step = resume_from(out_dir, model, optimizer, config) if resume else (History(), 0)
     saver = Checkpointer(out_dir, model, tokenizer, optimizer, config, history, extra_state)
@@ -318,7 +365,7 @@ def train(model, source, config, tokenizer=None, out_dir=None, resume=False, eva
                 on_step(step, loss)
             if config.eval_every and step % config.eval_every == 0 and step < config.steps:
                 evaluator.run(step)
-            if config.checkpoint_every and step % config.checkpoint_every == 0:
+            if config.save_every and step % config.save_every == 0:
                 with stop.deferred():
                     saver.save(step)
         history.seconds += time.perf_counter() - began
