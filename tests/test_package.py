@@ -137,3 +137,12 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_from_elsewhere(tmp_path):
     shown = subprocess.run([str(bin_dir / "npformer"), "--version"], capture_output=True, text=True,
                            cwd=elsewhere, env=env, timeout=120)
     assert shown.stdout.strip() == f"npformer {npformer.__version__}"
+
+
+def test_the_changelog_has_an_unreleased_section_and_an_entry_for_this_version():
+    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    headings = [line for line in text.splitlines() if line.startswith("## [")]
+    assert headings[0] == "## [Unreleased]"
+    assert any(h.startswith(f"## [{npformer.__version__}] - ") for h in headings), headings
+    citation = (REPO / "CITATION.cff").read_text(encoding="utf-8")
+    assert citation.startswith("cff-version: 1.2.0\n") and "\nlicense: MIT\n" in citation
