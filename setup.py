@@ -7,5 +7,5 @@ from setuptools import find_packages, setup
 setup(
     packages=find_packages(include=["npformer*"]) + ["npformer.worked_examples"],
     package_dir={"npformer.worked_examples": "worked_examples"},
-    package_data={"npformer.worked_examples": ["*.md"]},
+    package_data={"npformer": ["py.typed"], "npformer.worked_examples": ["*.md"]},
 )

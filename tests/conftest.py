@@ -1,7 +1,7 @@
 """Shared test settings: hypothesis profiles, a seeded generator, and what did not run.
 
-The main suite (``python -m pytest -q``) leaves the cross-check tier out, says so at the
-end, and lists every skipped test with its reason (``-rs`` in pyproject.toml). The tier
+The main suite (``python -m pytest -q``) leaves the cross-check tier and the rest of the
+sampled sets (``-m full``) out, says so at the end, and lists every skipped test with its reason (``-rs`` in pyproject.toml). The tier
 itself (``python -m pytest -q -m crosscheck``) refuses to start, in one line naming the
 install command, when its packages are missing: skipping every test would read as a pass.
 """
@@ -56,3 +56,6 @@ def pytest_terminal_summary(terminalreporter, config):
     if not crosscheck_asked(config):
         terminalreporter.write_line("not run here: the cross-check tier against PyTorch and Hugging "
                                     "Face; run it with: python -m pytest -q -m crosscheck")
+    if not re.search(r"(?<!not )\bfull\b", config.getoption("markexpr") or ""):
+        terminalreporter.write_line("not run here: the rest of the sampled sets (whole-model gradient "
+                                    "checks, catalogued mistakes); run it with: python -m pytest -q -n auto -m full")

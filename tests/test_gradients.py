@@ -9,9 +9,32 @@ from npformer.testing.gradcheck import GradcheckError, assert_gradcheck, gradche
 from npformer.t02_linear import Linear
 
 
-@pytest.mark.parametrize("track", ["plain", "fast"])
-@pytest.mark.parametrize("size", [0, 1, 2])
-@pytest.mark.parametrize("name", sorted(CASES))
+TRACKS, SIZES = ("plain", "fast"), (0, 1, 2)
+# Whole models take most of this file's time (finite differences on every parameter of a
+# stack of layers). The default run checks each of them in one (size, track), chosen so that
+# every size and both tracks come up; the other five combinations of each run with -m full.
+WHOLE_MODELS = sorted(n for n in CASES if n.startswith(("DecoderLM", "Encoder"))
+                      and n != "EncoderDecoderBlock")
+
+
+def _gradient_check_params():
+    sampled = {(name, SIZES[i % 3], TRACKS[i % 2]) for i, name in enumerate(WHOLE_MODELS)}
+    for name in sorted(CASES):
+        for size in SIZES:
+            for track in TRACKS:
+                full = name in WHOLE_MODELS and (name, size, track) not in sampled
+                yield pytest.param(name, size, track, id=f"{name}-{size}-{track}",
+                                   marks=[pytest.mark.full] if full else [])
+
+
+def test_the_sample_covers_every_whole_model_size_and_track():
+    chosen = [p.values for p in _gradient_check_params() if p.values[0] in WHOLE_MODELS and not p.marks]
+    assert sorted(name for name, _, _ in chosen) == WHOLE_MODELS          # each model once
+    assert {size for _, size, _ in chosen} == set(SIZES) and {t for _, _, t in chosen} == set(TRACKS)
+    assert {"DecoderLM", "DecoderLM (Mixtral)", "Encoder", "EncoderDecoder"} <= set(WHOLE_MODELS)
+
+
+@pytest.mark.parametrize("name, size, track", _gradient_check_params())
 def test_gradient_check(name, size, track):
     target, inputs, options = CASES[name](np.random.default_rng(100 + size), size)
     with npformer.track(track):

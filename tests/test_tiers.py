@@ -5,6 +5,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import crosscheck_packages
 from crosscheck_packages import INSTALL as CROSSCHECK_INSTALL
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,8 +32,18 @@ def test_the_crosscheck_tier_without_its_packages_fails_naming_the_install_comma
 def test_the_docs_and_ci_install_what_the_tier_asks_for():
     readme = (REPO / "docs" / "training-and-files.md").read_text(encoding="utf-8")
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
-    assert f"needs `{CROSSCHECK_INSTALL.removeprefix('pip install ')}`" in readme
+    tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11")
+    with open(REPO / "pyproject.toml", "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert f"needs `{crosscheck_packages.PACKAGES}`" in readme
     assert CROSSCHECK_INSTALL in ci.splitlines()
+    assert extras["crosscheck"] == list(crosscheck_packages.EXTRA)
+
+
+def test_ci_runs_the_readme_command_and_the_full_tier():
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert "pip install '.[test]' && python -m pytest -q -n auto" in ci
+    assert any(line.startswith("python -m pytest -q -n auto -m full") for line in ci), ci
 
 
 def test_the_main_suite_names_each_skips_reason_and_the_tier_it_left_out(tmp_path):

@@ -140,7 +140,7 @@ def _run(args, name):
     except Exception as error:                 # noqa: BLE001 - one line, never a traceback
         if os.environ.get("NPFORMER_DEBUG"):
             raise
-        if isinstance(error, (OSError, RuntimeError)):
+        if isinstance(error, (OSError, RuntimeError, ImportError)):   # ImportError: says what to install
             return fail(f"error: {error}", 1)
         return fail(f"error: {type(error).__name__}: {error} (NPFORMER_DEBUG=1 shows the "
                     f"traceback)", 1)

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from .. import __version__
+from ..testing.needs import require_hypothesis
 from . import catalog
 from .report import describe_run, format_outcome, next_step, progress_table
 from .stubs import stub_state
@@ -209,6 +210,7 @@ def grade(directory, names=(), timeout=120.0, out=print, show_output=False, say=
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
     workspace = load_workspace(directory)
     selected = choose(workspace, names)
+    require_hypothesis("npformer grade")     # before any exercise runs: its absence is no learner's fault
     say = say or (lambda text: print(text, file=sys.stderr, flush=True))
     if workspace.version != __version__:
         out(f"note: this workspace was written by npformer {workspace.version}; grading with {__version__}")

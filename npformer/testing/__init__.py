@@ -12,8 +12,8 @@
 - ``gradcheck``: finite differences on any npformer module or function pair; ``cases``:
   the gradient-check case of every public component.
 
-Everything but ``gradcheck`` loads on first use (it needs hypothesis, which importing
-npformer does not load).
+Everything but ``gradcheck`` loads on first use: it needs hypothesis (npformer's ``verify``
+extra), which importing npformer does not load, and says so in one line when it is missing.
 """
 import importlib
 

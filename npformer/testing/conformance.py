@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import math
 
+from .needs import require_hypothesis
+
+require_hypothesis("npformer.testing.conform")     # one line naming the extra, before hypothesis is imported
+
 import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import example as hypothesis_example

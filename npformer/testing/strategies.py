@@ -17,6 +17,10 @@ layouts and position offsets, ignored targets.
 """
 from __future__ import annotations
 
+from .needs import require_hypothesis
+
+require_hypothesis("npformer.testing.strategies")     # one line naming the extra, before hypothesis is imported
+
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
