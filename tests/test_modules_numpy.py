@@ -182,3 +182,17 @@ def test_nest_and_flatten_are_inverse():
     flat = {"blocks.0.attn.w": 1, "blocks.1.attn.w": 2, "wte": 3}
     nested = nest(flat)
     assert nested["blocks"][1]["attn"]["w"] == 2 and flatten(nested) == flat
+
+
+def test_hugging_face_presets_reuse_the_interop_tables():
+    def hf_mlp(p, x):      # GPT-2's Conv1D names, [in, out] like picoGPT
+        return ffn(x, {"w": p["c_fc"]["weight"], "b": p["c_fc"]["bias"]},
+                   {"w": p["c_proj"]["weight"], "b": p["c_proj"]["bias"]})
+    assert conform_module("gpt2_mlp", hf_mlp, "hf_gpt2").verdict == "conforms"
+    config = DecoderConfig.llama(d_model=16, n_heads=4, n_kv_heads=2, ffn_hidden=24)
+    rows = compile_weight_map("hf_llama", "llama_block", config)
+    theirs = {n for row in rows for n in row.theirs}
+    assert {"self_attn.k_proj.weight", "input_layernorm.weight", "mlp.gate_proj.weight"} <= theirs
+    assert {n for row in rows for n in row.ours} == {
+        "norm1.gamma", "attn.qkv.weight", "attn.out.weight", "norm2.gamma",
+        "ffn.gate.weight", "ffn.up.weight", "ffn.down.weight"}
