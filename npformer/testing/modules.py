@@ -32,18 +32,18 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 
 from ..t09_block import build_block, build_ffn
 from ..t10_model import DecoderConfig, DecoderLM
 from ..t11_loss import cross_entropy_backward, cross_entropy_forward
-from .weightmap import compile_weight_map, flatten, nest, to_ours, to_theirs
+from .module_report import TOL_FLOAT32, TOL_FLOAT64, ModuleReport, compare_tensors
+from .module_subjects import is_torch_module, run_numpy, run_torch
+from .weightmap import compile_weight_map, nest, to_ours, to_theirs
 
 MODULE_KINDS = ("gpt2_mlp", "gpt2_block", "llama_block", "decoder")
-TOL_FLOAT64 = 1e-8      # relative to the tensor's largest entry: float64 agreement
-TOL_FLOAT32 = 1e-4      # code that computes in float32 inside (a .float() norm, say)
 
 _DEFAULTS = {
     "gpt2_mlp": DecoderConfig.gpt2(d_model=16, n_heads=4),
@@ -54,63 +54,6 @@ _DEFAULTS = {
 # The conventions tried before a mismatch is reported: (config field, value, how to say it).
 _CONVENTIONS = {"gelu_tanh": ("ffn", "gelu", "ffn='gelu' (exact erf GELU, not tanh)"),
                 "gelu": ("ffn", "gelu_tanh", "ffn='gelu_tanh' (tanh GELU, not exact)")}
-
-
-@dataclass
-class TensorCheck:
-    """One compared tensor: its name (ours, and theirs), the worst relative error and where."""
-
-    name: str
-    theirs: str
-    error: float
-    index: tuple
-    yours: float
-    expected: float
-
-
-@dataclass
-class ModuleReport:
-    """What ``conform_module`` found: ``verdict``, every tensor's check, the smallest failure."""
-
-    kind: str
-    verdict: str
-    checked: str
-    tensors: list = field(default_factory=list)
-    smallest: dict | None = None
-    notes: list = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def ok(self):
-        """True for every verdict but "does not conform"."""
-        return not self.verdict.startswith("does not conform")
-
-    @property
-    def failing(self):
-        """The tensors whose error exceeds the tolerance of the verdict."""
-        tol = TOL_FLOAT32 if "float32" in self.verdict else TOL_FLOAT64
-        return [t for t in self.tensors if not t.error <= tol]
-
-    def __str__(self):
-        lines = [f"conform_module({self.kind!r}): {self.verdict}", f"  checked: {self.checked}"]
-        lines += [f"  note: {n}" for n in self.notes]
-        if self.smallest:
-            s = self.smallest
-            lines.append(f"  smallest failing example: seed {s['seed']}, B={s['B']}, N={s['N']}: "
-                         f"{s['tensor']} at {s['index']}: yours {s['yours']:.10g}, "
-                         f"expected {s['expected']:.10g} (relative error {s['error']:.2e})")
-        width = max([len(t.name) for t in self.tensors] + [6])
-        lines.append(f"  {'tensor':<{width}}  rel. error  worst index   theirs")
-        for t in self.tensors:
-            theirs = "" if t.theirs == t.name else t.theirs
-            lines.append(f"  {t.name:<{width}}  {t.error:9.2e}   {str(t.index):<12} {theirs}")
-        lines.append(f"  ({self.seconds:.2f} s)")
-        return "\n".join(lines)
-
-    def assert_conforms(self):
-        """AssertionError with the report unless the verdict is a pass."""
-        if not self.ok:
-            raise AssertionError(str(self))
 
 
 # -- the reference: npformer's plain track in float64 ---------------------------------------------
@@ -172,111 +115,13 @@ def _run_reference(kind, ref, inputs):
     return out
 
 
-# -- the subject -----------------------------------------------------------------------------------
-def _is_torch_module(subject):
-    try:
-        import torch
-    except ImportError:
-        return False
-    return isinstance(subject, torch.nn.Module)
-
-
-def _split(result):
-    """(logits, loss or None) of a decoder's return value."""
-    if isinstance(result, (tuple, list)):
-        return result[0], (result[1] if len(result) > 1 else None)
-    return result, None
-
-
-def _run_torch(kind, module, theirs, inputs, targets_arg):
-    import torch
-    from torch.func import functional_call
-
-    names = dict(module.named_parameters())
-    _check_names(set(names), set(theirs), alias=set(module.state_dict()))
-    params = {k: torch.tensor(theirs[k], dtype=torch.float64, requires_grad=True) for k in names}
-    out = {}
-    if kind == "decoder":
-        ids, targets = (torch.tensor(a, dtype=torch.long) for a in inputs)
-        args = (ids, targets) if targets_arg else (ids,)
-        logits, loss = _split(functional_call(module, params, args))
-        if loss is None:
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                     targets.reshape(-1))
-        leaves = list(params.values())
-        grads = torch.autograd.grad(loss, leaves, allow_unused=True)
-        out.update(logits=logits.detach().numpy(), loss=loss.detach().numpy())
-    else:
-        x = torch.tensor(inputs[0], dtype=torch.float64, requires_grad=True)
-        y = functional_call(module, params, (x,))
-        leaves = [x] + list(params.values())
-        grads = torch.autograd.grad((y * torch.tensor(inputs[1])).sum(), leaves, allow_unused=True)
-        out.update(output=y.detach().numpy(), d_input=_np(grads[0], x))
-        grads, leaves = grads[1:], leaves[1:]
-    theirs_grads = {k: _np(g, p) for (k, p), g in zip(params.items(), grads)}
-    return out, theirs_grads
-
-
-def _np(grad, like):
-    """A gradient as float64 ndarray (zeros for a leaf the output does not depend on)."""
-    return np.zeros(tuple(like.shape)) if grad is None else grad.detach().numpy()
-
-
-def _check_names(theirs_module, theirs_map, alias=()):
-    missing = sorted(theirs_module - theirs_map)
-    unknown = sorted(theirs_map - theirs_module - set(alias))
-    if missing or unknown:
-        raise ValueError(f"weight_map: the module's parameters {missing} have no entry; "
-                         f"entries {unknown} name no parameter of the module")
-
-
-def _run_numpy(kind, forward, backward, theirs, inputs):
-    result = forward(nest(theirs), inputs[0])
-    cache = None
-    if backward is not None:
-        result, cache = result
-    if kind == "decoder":
-        logits = np.asarray(result, np.float64)
-        loss, loss_cache = cross_entropy_forward(logits, inputs[1])
-        out = {"logits": logits, "loss": np.asarray(loss)}
-        if backward is None:
-            return out, None
-        d_out = cross_entropy_backward(1.0, loss_cache)[0]
-    else:
-        out = {"output": np.asarray(result, np.float64)}
-        if backward is None:
-            return out, None
-        d_out = inputs[1]
-    d_x, grads = backward(d_out, cache)
-    if kind != "decoder":
-        out["d_input"] = np.asarray(d_x, np.float64)
-    grads = flatten(grads)
-    _check_names(set(theirs), set(grads))
-    return out, grads
-
-
 # -- comparing ---------------------------------------------------------------------------------------
-def _compare(name, theirs_name, yours, expected):
-    yours, expected = np.asarray(yours, np.float64), np.asarray(expected, np.float64)
-    if yours.shape != expected.shape:
-        return TensorCheck(name, theirs_name, np.inf, ("shape",), np.nan, np.nan)
-    diff = np.abs(yours - expected)
-    if not np.all(np.isfinite(yours)):
-        diff = np.where(np.isfinite(yours), diff, np.inf)
-    index = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else ()
-    scale = max(float(np.max(np.abs(expected), initial=0.0)), 1e-12)
-    index = tuple(int(i) for i in index)
-    return TensorCheck(name, theirs_name, float(np.max(diff, initial=0.0)) / scale, index,
-                       float(yours[index]) if diff.size else np.nan,
-                       float(expected[index]) if diff.size else np.nan)
-
-
 class _Run:
     """One kind, one subject, one config: draw, run both sides, compare."""
 
     def __init__(self, kind, subject, weight_map, config, backward, targets_arg):
         self.kind, self.config = kind, config
-        self.torch = _is_torch_module(subject)
+        self.torch = is_torch_module(subject)
         self.rows = compile_weight_map(weight_map, kind, config, _qkv_widths(config))
         self.widths = _qkv_widths(config)
         self.theirs_of = {f"grad {r.ours[0]}": r.theirs[0] for r in self.rows if len(r.theirs) == 1}
@@ -321,9 +166,9 @@ class _Run:
                              f"{self.kind!r} of this config does not have")
         theirs = to_theirs(self.rows, ours)
         if self.torch:
-            out, grads = _run_torch(self.kind, self.subject, theirs, inputs, self.targets_arg)
+            out, grads = run_torch(self.kind, self.subject, theirs, inputs, self.targets_arg)
         else:
-            out, grads = _run_numpy(self.kind, self.subject, self.backward, theirs, inputs)
+            out, grads = run_numpy(self.kind, self.subject, self.backward, theirs, inputs)
         if grads is not None:
             out.update({f"grad {k}": v for k, v in to_ours(self.rows, grads).items()})
         checks = []
@@ -333,9 +178,9 @@ class _Run:
                 for part, theirs_name, mine, ref_part in zip(
                         "qkv", self.parts[name], np.split(value, cuts, axis=-1),
                         np.split(expected[name], cuts, axis=-1)):
-                    checks.append(_compare(f"{name}[{part}]", "grad " + theirs_name, mine, ref_part))
+                    checks.append(compare_tensors(f"{name}[{part}]", "grad " + theirs_name, mine, ref_part))
                 continue
-            check = _compare(name, name, value, expected[name])
+            check = compare_tensors(name, name, value, expected[name])
             if name in self.theirs_of:
                 check.theirs = "grad " + self.theirs_of[name]
             checks.append(check)
@@ -472,7 +317,7 @@ def _check_decoding(run, step, seed, B, N, report):
         logits, state = step(model, wrap(ids[:, start:stop]), state)
         pieces.append(np.asarray(unwrap(logits), np.float64))
     decoded = np.concatenate(pieces, axis=1)
-    check = _compare("kv_decode logits", "kv_decode logits", decoded, expected)
+    check = compare_tensors("kv_decode logits", "kv_decode logits", decoded, expected)
     report.tensors.append(check)
     report.checked += "; KV-cached decoding (a 2-token prompt, then 1 token a step) vs the full forward"
     if not check.error <= TOL_FLOAT32:
