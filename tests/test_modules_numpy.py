@@ -196,3 +196,15 @@ def test_hugging_face_presets_reuse_the_interop_tables():
     assert {n for row in rows for n in row.ours} == {
         "norm1.gamma", "attn.qkv.weight", "attn.out.weight", "norm2.gamma",
         "ffn.gate.weight", "ffn.up.weight", "ffn.down.weight"}
+
+
+def test_bad_arguments_name_themselves():
+    forward = lambda p, x: ffn_forward(x, **p)           # noqa: E731
+    with pytest.raises(ValueError, match="kind: expected one of"):
+        conform_module("gpt3_block", forward, PICO_MLP)
+    with pytest.raises(TypeError, match="config: expected a DecoderConfig"):
+        conform_module("gpt2_mlp", forward, PICO_MLP, config=16)
+    with pytest.raises(ValueError, match="weight_map: expected a dict or one of"):
+        conform_module("gpt2_mlp", forward, "minGPT")
+    with pytest.raises(ValueError, match="step: KV-cached decoding is checked for kind 'decoder'"):
+        conform_module("gpt2_mlp", forward, PICO_MLP, backward=ffn_backward, step=lambda *a: a)
