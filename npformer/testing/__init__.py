@@ -9,6 +9,9 @@
 - ``strategies``: the hypothesis strategies behind it, for your own tests; ``properties``:
   the facts each component must satisfy, as functions; ``Subject``: an implementation
   called as its component's signature says.
+- ``conform_module(kind, subject, weight_map, config=None)``: a whole GPT-2 MLP, GPT-2 or
+  Llama block, or decoder (PyTorch nn.Module or NumPy code) against npformer, its weights
+  mapped by a weight map of a few lines or a preset ("nanogpt", "hf_gpt2", "hf_llama").
 - ``gradcheck``: finite differences on any npformer module or function pair; ``cases``:
   the gradient-check case of every public component.
 
@@ -22,7 +25,8 @@ from .gradcheck import GradcheckError, GradcheckReport, assert_gradcheck, gradch
 _LAZY = {"AdapterUnavailable": "adapters", "from_jax": "adapters", "from_torch": "adapters",
          "COMPONENTS": "components", "Component": "components", "conform": "conformance",
          "CheckResult": "report", "ConformanceError": "report", "ConformanceReport": "report",
-         "Failure": "report", "Subject": "subject"}
+         "Failure": "report", "Subject": "subject", "conform_module": "modules",
+         "ModuleReport": "modules", "MODULE_KINDS": "modules"}
 
 __all__ = sorted(["GradcheckError", "GradcheckReport", "assert_gradcheck", "gradcheck", *_LAZY])
 

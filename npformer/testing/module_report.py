@@ -1,0 +1,82 @@
+"""What ``conform_module`` reports: one ``TensorCheck`` per compared tensor, a ``ModuleReport``
+with the verdict, and the comparison that fills them (relative to the tensor's largest entry)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+TOL_FLOAT64 = 1e-8      # relative to the tensor's largest entry: float64 agreement
+TOL_FLOAT32 = 1e-4      # code that computes in float32 inside (a .float() norm, say)
+
+
+@dataclass
+class TensorCheck:
+    """One compared tensor: its name (ours, and theirs), the worst relative error and where."""
+
+    name: str
+    theirs: str
+    error: float
+    index: tuple
+    yours: float
+    expected: float
+
+
+@dataclass
+class ModuleReport:
+    """What ``conform_module`` found: ``verdict``, every tensor's check, the smallest failure."""
+
+    kind: str
+    verdict: str
+    checked: str
+    tensors: list = field(default_factory=list)
+    smallest: dict | None = None
+    notes: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self):
+        """True for every verdict but "does not conform"."""
+        return not self.verdict.startswith("does not conform")
+
+    @property
+    def failing(self):
+        """The tensors whose error exceeds the tolerance of the verdict."""
+        tol = TOL_FLOAT32 if "float32" in self.verdict else TOL_FLOAT64
+        return [t for t in self.tensors if not t.error <= tol]
+
+    def __str__(self):
+        lines = [f"conform_module({self.kind!r}): {self.verdict}", f"  checked: {self.checked}"]
+        lines += [f"  note: {n}" for n in self.notes]
+        if self.smallest:
+            s = self.smallest
+            lines.append(f"  smallest failing example: seed {s['seed']}, B={s['B']}, N={s['N']}: "
+                         f"{s['tensor']} at {s['index']}: yours {s['yours']:.10g}, "
+                         f"expected {s['expected']:.10g} (relative error {s['error']:.2e})")
+        width = max([len(t.name) for t in self.tensors] + [6])
+        lines.append(f"  {'tensor':<{width}}  rel. error  worst index   theirs")
+        for t in self.tensors:
+            theirs = "" if t.theirs == t.name else t.theirs
+            lines.append(f"  {t.name:<{width}}  {t.error:9.2e}   {str(t.index):<12} {theirs}")
+        lines.append(f"  ({self.seconds:.2f} s)")
+        return "\n".join(lines)
+
+    def assert_conforms(self):
+        """AssertionError with the report unless the verdict is a pass."""
+        if not self.ok:
+            raise AssertionError(str(self))
+
+
+def compare_tensors(name, theirs_name, yours, expected):
+    yours, expected = np.asarray(yours, np.float64), np.asarray(expected, np.float64)
+    if yours.shape != expected.shape:
+        return TensorCheck(name, theirs_name, np.inf, ("shape",), np.nan, np.nan)
+    diff = np.abs(yours - expected)
+    if not np.all(np.isfinite(yours)):
+        diff = np.where(np.isfinite(yours), diff, np.inf)
+    index = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else ()
+    scale = max(float(np.max(np.abs(expected), initial=0.0)), 1e-12)
+    index = tuple(int(i) for i in index)
+    return TensorCheck(name, theirs_name, float(np.max(diff, initial=0.0)) / scale, index,
+                       float(yours[index]) if diff.size else np.nan,
+                       float(expected[index]) if diff.size else np.nan)

@@ -1,0 +1,89 @@
+"""How ``conform_module`` runs the code under test: a PyTorch nn.Module through
+``torch.func.functional_call`` (float64, autograd), or NumPy code over a nested params dict."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..t11_loss import cross_entropy_backward, cross_entropy_forward
+from .weightmap import flatten, nest
+
+def is_torch_module(subject):
+    try:
+        import torch
+    except ImportError:
+        return False
+    return isinstance(subject, torch.nn.Module)
+
+
+def _split(result):
+    """(logits, loss or None) of a decoder's return value."""
+    if isinstance(result, (tuple, list)):
+        return result[0], (result[1] if len(result) > 1 else None)
+    return result, None
+
+
+def run_torch(kind, module, theirs, inputs, targets_arg):
+    import torch
+    from torch.func import functional_call
+
+    names = dict(module.named_parameters())
+    _check_names(set(names), set(theirs), alias=set(module.state_dict()))
+    params = {k: torch.tensor(theirs[k], dtype=torch.float64, requires_grad=True) for k in names}
+    out = {}
+    if kind == "decoder":
+        ids, targets = (torch.tensor(a, dtype=torch.long) for a in inputs)
+        args = (ids, targets) if targets_arg else (ids,)
+        logits, loss = _split(functional_call(module, params, args))
+        if loss is None:
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                     targets.reshape(-1))
+        leaves = list(params.values())
+        grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+        out.update(logits=logits.detach().numpy(), loss=loss.detach().numpy())
+    else:
+        x = torch.tensor(inputs[0], dtype=torch.float64, requires_grad=True)
+        y = functional_call(module, params, (x,))
+        leaves = [x] + list(params.values())
+        grads = torch.autograd.grad((y * torch.tensor(inputs[1])).sum(), leaves, allow_unused=True)
+        out.update(output=y.detach().numpy(), d_input=_np(grads[0], x))
+        grads, leaves = grads[1:], leaves[1:]
+    theirs_grads = {k: _np(g, p) for (k, p), g in zip(params.items(), grads)}
+    return out, theirs_grads
+
+
+def _np(grad, like):
+    """A gradient as float64 ndarray (zeros for a leaf the output does not depend on)."""
+    return np.zeros(tuple(like.shape)) if grad is None else grad.detach().numpy()
+
+
+def _check_names(theirs_module, theirs_map, alias=()):
+    missing = sorted(theirs_module - theirs_map)
+    unknown = sorted(theirs_map - theirs_module - set(alias))
+    if missing or unknown:
+        raise ValueError(f"weight_map: the module's parameters {missing} have no entry; "
+                         f"entries {unknown} name no parameter of the module")
+
+
+def run_numpy(kind, forward, backward, theirs, inputs):
+    result = forward(nest(theirs), inputs[0])
+    cache = None
+    if backward is not None:
+        result, cache = result
+    if kind == "decoder":
+        logits = np.asarray(result, np.float64)
+        loss, loss_cache = cross_entropy_forward(logits, inputs[1])
+        out = {"logits": logits, "loss": np.asarray(loss)}
+        if backward is None:
+            return out, None
+        d_out = cross_entropy_backward(1.0, loss_cache)[0]
+    else:
+        out = {"output": np.asarray(result, np.float64)}
+        if backward is None:
+            return out, None
+        d_out = inputs[1]
+    d_x, grads = backward(d_out, cache)
+    if kind != "decoder":
+        out["d_input"] = np.asarray(d_x, np.float64)
+    grads = flatten(grads)
+    _check_names(set(theirs), set(grads))
+    return out, grads
