@@ -120,7 +120,9 @@ def value_diagnoses(mine, expected, factors, what="gradient"):
         return [ratio_diagnosis(0.0, factors, what)]
     if not expected.any():
         return [f"the right {what} is exactly 0 everywhere on this example and yours is not"]
-    ratio = constant_ratio(mine, expected) if mine.size > 1 else None
+    ratio = constant_ratio(mine, expected)
+    if ratio is not None and mine.size == 1 and not _near(ratio, -1):
+        ratio = None                      # one number is a multiple of any other: no factor to name
     if ratio is not None and not _near(ratio, 1):     # c = 1: rounding, not a factor
         return [ratio_diagnosis(ratio, factors, what)]
     scale = max(np.abs(expected).max(initial=0), 1e-12)
