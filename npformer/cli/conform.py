@@ -27,6 +27,10 @@ def add_arguments(parser):
     parser.add_argument("--examples", type=positive_int, default=100,
                         help="inputs drawn per search (default 100)")
     parser.add_argument("--seed", type=seed, default=0, help="the hypothesis seed (default 0)")
+    parser.add_argument("--scope", metavar="TEXT",
+                        help="what your code supports, e.g. causal=True,layout=interleaved,no_gqa")
+    parser.add_argument("--precision", choices=("float64", "float32", "float16", "bfloat16"),
+                        help="the precision your code computes in (default: found)")
 
 
 def load_functions(target, names):
@@ -64,6 +68,12 @@ def run(args):
     if args.backward and args.vjp:
         raise UsageError("--backward, --vjp: give one of them, not both")
     forward, backward, vjp = load_functions(args.target, (args.backward, args.vjp))
-    report = conform(args.component, forward, backward, vjp=vjp, examples=args.examples, seed=args.seed)
+    try:
+        report = conform(args.component, forward, backward, vjp=vjp, examples=args.examples, seed=args.seed,
+                         scope=getattr(args, "scope", None), precision=getattr(args, "precision", None))
+    except (ValueError, TypeError) as error:
+        if str(error).startswith(("scope:", "precision:")):
+            raise UsageError(str(error)) from None
+        raise
     print(report)
     return 0 if report.ok else 1

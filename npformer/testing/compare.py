@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .properties.registry import differing
+
 MATCH_TOL = 1e-7                 # float64 against float64, relative to the tensor's largest entry
 ABS_TOL = 1e-12                  # below this two results agree whatever their size: what is left
                                  # of terms of size ~1 cancelling is rounding, not a mistake
@@ -65,7 +67,7 @@ def compare_tensor(name, mine, expected, factors=None, tol=MATCH_TOL, atol=ABS_T
     return {"name": name, "rel_error": error, "worst_index": list(worst),
             "yours": float(mine[worst]), "expected": float(expected[worst]),
             "message": (f"{name}: relative error {error:.2e}, worst at {tuple(worst)}: yours "
-                        f"{float(mine[worst]):.6g}, expected {float(expected[worst]):.6g}"),
+                        "{}, expected {}".format(*differing(float(mine[worst]), float(expected[worst])))),
             "diagnoses": value_diagnoses(mine, expected, factors, "output" if name.startswith("output")
                                          else "gradient")}
 
@@ -119,7 +121,9 @@ def value_diagnoses(mine, expected, factors, what="gradient"):
     if not expected.any():
         return [f"the right {what} is exactly 0 everywhere on this example and yours is not"]
     ratio = constant_ratio(mine, expected)
-    if ratio is not None:
+    if ratio is not None and mine.size == 1 and not _near(ratio, -1):
+        ratio = None                      # one number is a multiple of any other: no factor to name
+    if ratio is not None and not _near(ratio, 1):     # c = 1: rounding, not a factor
         return [ratio_diagnosis(ratio, factors, what)]
     scale = max(np.abs(expected).max(initial=0), 1e-12)
     wrong = np.abs(mine - expected) > MATCH_TOL * scale
@@ -128,8 +132,9 @@ def value_diagnoses(mine, expected, factors, what="gradient"):
         first = tuple(int(i) for i in np.argwhere(wrong)[0])
         return [f"wrong only where the {what} must be exactly 0 ({int(wrong.sum())} masked or "
                 f"ignored entries, e.g. {first}): " + ZERO_CAUSE[what]]
-    if mine.ndim >= 2 and mine.shape[-1] == mine.shape[-2] and \
-            np.allclose(mine, expected.swapaxes(-1, -2), rtol=1e-9, atol=1e-12 * scale):
+    if mine.ndim >= 2 and mine.shape[-1] == mine.shape[-2] > 1 and \
+            np.allclose(mine, expected.swapaxes(-1, -2), rtol=1e-9, atol=1e-12 * scale) and \
+            not np.allclose(expected, expected.swapaxes(-1, -2), rtol=1e-9, atol=1e-12 * scale):
         return [f"yours is the transpose of the right {what}: a missing transpose"]
     return []
 

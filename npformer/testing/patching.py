@@ -103,11 +103,15 @@ _MISSING = object()
 
 # -- a function from source ---------------------------------------------------------------
 def _function_source(function):
-    """The source of ``function`` as a top-level def (dedented, decorators removed)."""
-    lines = textwrap.dedent(inspect.getsource(function)).split("\n")
+    """The source of ``function`` as a top-level def (dedented, decorators removed), preceded
+    by blank lines so that its lines keep their numbers in the file (a warning or traceback
+    of the compiled edit names the file's real line)."""
+    found, start = inspect.getsourcelines(function)
+    lines = textwrap.dedent("".join(found)).split("\n")
     while lines and lines[0].lstrip().startswith("@"):
         lines.pop(0)
-    return "\n".join(lines)
+        start += 1
+    return "\n" * (start - 1) + "\n".join(lines)
 
 
 def compile_function(source, name, namespace, filename):
@@ -127,7 +131,8 @@ def edited(path, old, new):
     for before, after in zip(*((old, new) if isinstance(old, tuple) else ((old,), (new,)))):
         count = source.count(before)
         if count != 1:
-            raise ValueError(f"edit of {path}: expected the text once in its source, found it {count} "
+            from .mistakes.registry import StaleMistake
+            raise StaleMistake(f"edit of {path}: expected the text once in its source, found it {count} "
                              f"times: {before!r}")
         source = source.replace(before, after)
     return compile_function(source, function.__name__, function.__globals__,

@@ -20,6 +20,7 @@ class Failure:
     mistake: object = None               # the catalogued Mistake it matches, if one does
     matches: list = field(default_factory=list)     # every catalogued Mistake that fits this check
     diagnoses: list = field(default_factory=list)   # generic diagnoses when no mistake matches
+    rel_error: float | None = None       # the relative error of a tensor that differs
 
 
 @dataclass
@@ -51,12 +52,23 @@ class ConformanceReport:
     checks: list = field(default_factory=list)
     error: str = ""                      # the implementation could not be run at all
     notes: list = field(default_factory=list)   # how the checks were narrowed, one line each
+    convention: dict = field(default_factory=dict)  # the convention the code was judged under
+    warnings: list = field(default_factory=list)    # what the engine could not try (stale mistakes)
+
+    @property
+    def verdict(self):
+        """ "conforms", "conforms under convention" (the code computes npformer's maths in
+        another usual convention, named in ``convention``) or "does not conform"."""
+        ran = [c for c in self.checks if not c.skipped]
+        if self.error or not ran or not all(c.passed for c in ran):
+            return "does not conform"
+        return "conforms under convention" if self.convention else "conforms"
 
     @property
     def ok(self):
-        """True when every check that ran held (and at least one ran)."""
-        ran = [c for c in self.checks if not c.skipped]
-        return not self.error and bool(ran) and all(c.passed for c in ran)
+        """True when the verdict is "conforms" or "conforms under convention": every check that
+        ran held (and at least one ran)."""
+        return self.verdict != "does not conform"
 
     @property
     def failures(self):
@@ -75,7 +87,9 @@ class ConformanceReport:
         if self.ok:
             skipped = [c for c in self.checks if c.skipped]
             note = f"; {len(skipped)} checks not run: {skipped[0].skipped}" if skipped else ""
-            return f"conforms ({self.examples} examples, every property{note})"
+            said = ", ".join(f"{k}={v!r}" for k, v in self.convention.items())
+            head = f"conforms under convention: {said}" if self.convention else "conforms"
+            return f"{head} ({self.examples} examples, every property{note})"
         ran = [c for c in self.checks if not c.skipped]
         skipped = len(self.checks) - len(ran)
         return (f"does not conform: {len(self.failures)} of {len(ran)} checks fail"
@@ -85,6 +99,8 @@ class ConformanceReport:
         head = (f"{self.implementation} against npformer's {self.component} ({self.dtype}, tolerance "
                 f"{self.tolerance:.0e}, up to {self.examples} examples, seed {self.seed})")
         lines = textwrap.wrap(head, WIDTH, subsequent_indent="  ")
+        for note in self.warnings:
+            lines += textwrap.wrap(f"warning: {note}", WIDTH, initial_indent="  ", subsequent_indent="    ")
         for note in self.notes:
             lines += textwrap.wrap(f"note: {note}", WIDTH, initial_indent="  ", subsequent_indent="    ")
         for check in self.checks:

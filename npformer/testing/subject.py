@@ -15,6 +15,7 @@ import numpy as np
 
 from . import components as catalogue
 from .problem import is_float_array, upstream_like
+from .scope import CAPABILITIES, OutOfScope
 
 
 class UsageError(TypeError):
@@ -30,22 +31,39 @@ class Subject:
     function ``step(q_t, k_t, v_t, cache) -> (out_t, cache)``.
     """
 
-    def __init__(self, component, forward, backward=None, vjp=None, name=None, signature_of=None):
+    def __init__(self, component, forward, backward=None, vjp=None, name=None, signature_of=None,
+                 scope=None):
         self.component = catalogue.find(component) if isinstance(component, str) else component
         if backward is not None and vjp is not None:
             raise ValueError("backward, vjp: give one of them, not both")
         self.forward, self.backward, self.vjp = forward, backward, vjp
         self.name = name or getattr(forward, "__name__", "forward")
+        self.scope = scope
         self.untaken = untaken_options(signature_of or forward, self.component.option_defaults())
+        for option, value in (scope.pinned.items() if scope else ()):
+            if option in self.untaken:          # the value its code always uses, not npformer's default
+                self.untaken[option] = value
 
     def can_run(self, example):
         """False when the example sets an option this implementation does not take to a value
         other than its default (a function without ``causal`` cannot be asked for causality)."""
         return all(_same_value(example.options.get(name, default), default)
-                   for name, default in self.untaken.items())
+                   for name, default in self.untaken.items()) and \
+            (not self.scope or self.scope.admits(self.component.name, example.args, example.options))
 
     def _options(self, options):
+        """The options passed to the code; OutOfScope when a call needs a value of an option the
+        code does not take (a property asking a fixed-eps norm for eps -> 0)."""
+        for name, value in options.items():
+            if name in self.untaken and not _same_value(value, self.untaken[name]):
+                raise OutOfScope(f"needs {name}={value!r}; {self.name} always uses "
+                                 f"{name}={self.untaken[name]!r}")
         return {k: v for k, v in options.items() if k not in self.untaken}
+
+    def _in_scope(self, args, options):
+        lacking = self.scope.missing(self.component.name, args, options) if self.scope else None
+        if lacking:
+            raise OutOfScope(f"needs {CAPABILITIES[lacking][1]}, which {self.name} lacks ({lacking})")
 
     @classmethod
     def reference(cls, component):
@@ -62,6 +80,7 @@ class Subject:
     # -- calls ----------------------------------------------------------------------------------
     def _call(self, args, options):
         """(output, cache or None)."""
+        self._in_scope(args, options)
         result = self.forward(*args, **self._options(options))
         if self.backward is not None:
             if not (isinstance(result, tuple) and len(result) == 2):
@@ -83,6 +102,7 @@ class Subject:
             return None
         if self.vjp is not None:
             names = self.component_names(args)
+            self._in_scope(args, options)
             returned = self.vjp({**dict(zip(names, args)), **self._options(options)}, d_out)
         else:
             _, cache = self._call(args, options)

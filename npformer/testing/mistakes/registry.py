@@ -45,6 +45,31 @@ def mistake(name, function, old, new, says, recheck):
     return found
 
 
+class StaleMistake(ValueError):
+    """A catalogued edit whose text no longer appears in its function's source."""
+
+
+def applicable(mistakes):
+    """([(mistake, its patches)], {file: count}): the mistakes whose edit still applies, and
+    how many of the others no longer do, per concept file (an edited concept file leaves its
+    stale mistakes out, never stops a check)."""
+    usable, stale = [], {}
+    for found in mistakes:
+        try:
+            usable.append((found, found.patches()))
+        except (StaleMistake, SyntaxError, ImportError, AttributeError, OSError, TypeError):
+            where = found.function.split(".")[0] + ".py"
+            stale[where] = stale.get(where, 0) + 1
+    return usable, stale
+
+
+def stale_warning(stale):
+    """ "3 catalogued mistakes no longer apply to t02_linear.py" per file, one line each."""
+    return [f"{count} catalogued mistake{'s' if count > 1 else ''} no longer appl{'y' if count > 1 else 'ies'} "
+            f"to {where} (its text changed): {'they are' if count > 1 else 'it is'} not tried"
+            for where, count in sorted(stale.items())]
+
+
 def of_functions(functions):
     """The catalogued mistakes in any of ``functions`` (paths under npformer)."""
     wanted = set(functions)

@@ -14,12 +14,26 @@ change nothing, RoPE keeps lengths, a norm ignores rescaling).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass
 
 import numpy as np
 
 PROPERTIES = {}                 # component name -> [Property, ...]
 TOL = 1e-9
+_PRECISION = contextvars.ContextVar("property_precision", default=TOL)
+
+
+@contextlib.contextmanager
+def precision(tol):
+    """Inside the block every ``close`` allows at least ``tol``: the tolerance of the precision
+    the code under test computes in (float32 code is held to float32's, properties included)."""
+    token = _PRECISION.set(tol)
+    try:
+        yield
+    finally:
+        _PRECISION.reset(token)
 
 
 class PropertyFailed(AssertionError):
@@ -61,6 +75,7 @@ def _index(flags):
 def close(what, mine, expected, tol=TOL):
     """PropertyFailed unless ``mine`` equals ``expected`` to ``tol`` (relative to the largest
     entry, and absolute near 0)."""
+    tol = max(tol, _PRECISION.get())
     mine = np.asarray(mine, dtype=np.float64)
     expected = np.broadcast_to(np.asarray(expected, dtype=np.float64), mine.shape)
     if not np.isfinite(mine).all():
@@ -68,8 +83,17 @@ def close(what, mine, expected, tol=TOL):
     scale = max(1.0, float(np.abs(expected).max(initial=0)))
     if mine.size and np.abs(mine - expected).max() > tol * scale:
         worst = np.unravel_index(int(np.argmax(np.abs(mine - expected))), mine.shape)
-        raise PropertyFailed(f"{what}: at {tuple(int(i) for i in worst)} yours is {mine[worst]:.6g}, "
-                             f"expected {expected[worst]:.6g}")
+        yours, right = differing(mine[worst], expected[worst])
+        raise PropertyFailed(f"{what}: at {tuple(int(i) for i in worst)} yours is {yours}, "
+                             f"expected {right}")
+
+
+def differing(a, b):
+    """Two numbers as text with enough digits to tell them apart (6 when 6 do)."""
+    for digits in range(6, 18):
+        if f"{a:.{digits}g}" != f"{b:.{digits}g}":
+            return f"{a:.{digits}g}", f"{b:.{digits}g}"
+    return f"{a!r}", f"{b!r}"
 
 
 def zero(what, array):
