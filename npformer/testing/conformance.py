@@ -17,7 +17,7 @@ from hypothesis import example as hypothesis_example
 from hypothesis import seed as hypothesis_seed
 
 from . import components as catalogue
-from . import mistakes, properties, strategies
+from . import mistakes, properties, protocol, strategies
 from .compare import ABS_TOL, compare_tensor, equal
 from .patching import patched
 from .report import CheckResult, ConformanceReport, Failure
@@ -136,6 +136,9 @@ class Checker:
     def compare(self, example, only=None):
         """{check name: failure message or None} on one example (``only``: that check alone)."""
         self._dtype_of(example)
+        if only == protocol.RULE:
+            self.subject.outcome(example)
+            return {only: self.subject.protocol}
         if only is not None and not only.startswith(("output", "gradient")):
             prop = next(p for p in self.properties if p.text == only)
             return {only: self._property(prop, example)}
@@ -152,6 +155,8 @@ class Checker:
             mismatch = compare_tensor(name, mine.get(name), expected, factors(self.component.name, example),
                                       self.tolerance(), self.atol)
             found[name] = None if mismatch is None else mismatch
+        if only is None and self.subject.differentiates and error is None:
+            found[protocol.RULE] = self.subject.protocol
         for prop in self.properties if only is None else ():
             found[prop.text] = self._property(prop, example)
         return found

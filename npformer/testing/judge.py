@@ -133,6 +133,8 @@ def judge_case(build, patches, candidates=()):
         verdict["mistake"] = verdict["matches"][0] if verdict["matches"] else None
         return verdict
     verdict["tensors"] = mismatches(mine, right, factors_of(build))
+    if mine.protocol and not right.protocol:
+        verdict["notes"].append(mine.protocol)
     repeat = 1
     if not verdict["tensors"] and is_module(build()[0]):
         twice, right_twice = evaluate(build, patches, right.upstream, 2), run(build, right.upstream, 2)
