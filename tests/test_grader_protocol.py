@@ -83,3 +83,51 @@ def test_conform_reports_the_protocol_rule():
     assert rule.failure is not None and rule.failure.message == protocol.WROTE_D_OUT
     right = conform("layernorm", t08_norm.layernorm_forward, t08_norm.layernorm_backward, examples=10)
     assert right.ok
+
+
+# -- the course finishes: the training task runs on the learner's own components -----------------------
+def _fresh_env(**extra):
+    root = str(Path(__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]), **extra}
+
+
+@pytest.mark.slow
+def test_train_alone_holds_on_an_answer_key_on_the_learners_own_softmax(tmp_path):
+    """The runner's last stage in a fresh process (npformer.fast not yet imported when the
+    learner's functions are patched in, the fast track chosen by the environment): the claim
+    holds, and the learner's own softmax_backward ran (it leaves a mark)."""
+    import json
+    import subprocess
+    from npformer.exercises.workspace import write_workspace
+    key = write_workspace(tmp_path / "key", solutions=True)
+    mark = tmp_path / "softmax-ran"
+    file = Path(key.path("t03_softmax.py"))
+    source = file.read_text()
+    signature = "def softmax_backward(d_out, cache):\n"
+    assert source.count(signature) == 1
+    file.write_text(source.replace(signature, signature + f"    open({str(mark)!r}, 'w').close()\n"))
+    out = tmp_path / "train.json"
+    subprocess.run([sys.executable, "-m", "npformer.exercises.runner", str(tmp_path / "key"), "train",
+                    str(out), "--together"], check=True, env=_fresh_env(NPFORMER_TRACK="fast"),
+                   cwd=tmp_path, timeout=300)
+    result = json.loads(out.read_text())
+    assert [c["ok"] for c in result["claims"]] == [True], result["claims"]
+    assert "held-out accuracy 100.0%" in result["claims"][0]["detail"] or \
+        float(result["claims"][0]["detail"].split("accuracy ")[1].split("%")[0]) >= 99.0
+    assert mark.exists()
+
+
+@pytest.mark.slow
+def test_a_full_answer_key_grades_all_done_through_the_cli(tmp_path):
+    """`npformer exercises KEY --solutions` then `npformer grade KEY` in fresh processes: every
+    exercise done, exit 0 (about two minutes on two shared cores)."""
+    import subprocess
+    env = _fresh_env()
+    subprocess.run([sys.executable, "-m", "npformer", "exercises", str(tmp_path / "key"), "--solutions"],
+                   check=True, env=env, cwd=tmp_path, capture_output=True, timeout=60)
+    graded = subprocess.run([sys.executable, "-m", "npformer", "grade", str(tmp_path / "key")], env=env,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert graded.returncode == 0, graded.stdout[-2000:]
+    total = len(catalog.EXERCISES)
+    assert f"progress: {total} of {total} done" in graded.stdout
+    assert "failing" not in graded.stdout.split("progress:")[1]
