@@ -2,6 +2,7 @@
 that returns the right numbers but writes into what its caller may reuse, a blockwise backward
 that forgets the queries come after a cache. Each seeded mistake is not done and says why."""
 import os
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -131,3 +132,54 @@ def test_a_full_answer_key_grades_all_done_through_the_cli(tmp_path):
     total = len(catalog.EXERCISES)
     assert f"progress: {total} of {total} done" in graded.stdout
     assert "failing" not in graded.stdout.split("progress:")[1]
+
+
+# -- (b) blockwise attention judged with fewer queries than keys -------------------------------------
+FLASH_QUERIES_FROM_ZERO = '''
+def flash_attention_backward(d_out, cache):
+    """-> (d_q, d_k, d_v), recomputing each block's weights from the stored log-sum-exp."""
+    q, k, v = cache.q, cache.k, cache.v
+    N, group, M = q.shape[2], q.shape[1] // k.shape[1], k.shape[2]
+    k_heads, v_heads = repeat_kv(k, group), repeat_kv(v, group)
+    lse = cache.lse[..., None]
+    lse = np.where(np.isfinite(lse), lse, np.inf)
+    delta = np.sum(d_out * cache.out, axis=-1, keepdims=True)
+    d_q = np.zeros_like(q)
+    d_k_heads, d_v_heads = np.zeros_like(k_heads), np.zeros_like(v_heads)
+    for start in range(0, M, cache.block_size):
+        keys = slice(start, min(M, start + cache.block_size))
+        scores = q @ k_heads[:, :, keys].swapaxes(-1, -2) * cache.scale
+        allowed = np.ones(scores.shape, bool)
+        if cache.causal or cache.window is not None:
+            allowed = allowed & may_read(np.arange(N)[:, None], np.arange(keys.start, keys.stop)[None, :],
+                                         cache.window)
+        if cache.mask is not None:
+            allowed = allowed & np.broadcast_to(cache.mask, scores.shape[:3] + (M,))[..., keys]
+        p = np.exp(np.where(allowed, scores, -np.inf) - lse)
+        d_v_heads[:, :, keys] += p.swapaxes(-1, -2) @ d_out
+        d_p = d_out @ v_heads[:, :, keys].swapaxes(-1, -2)
+        d_scores = p * (d_p - delta) * cache.scale
+        d_q += d_scores @ k_heads[:, :, keys]
+        d_k_heads[:, :, keys] += d_scores.swapaxes(-1, -2) @ q
+    return d_q, sum_groups(d_k_heads, group), sum_groups(d_v_heads, group)
+'''
+
+
+def test_a_flash_backward_with_query_positions_from_zero_is_not_done(key, tmp_path, fewer_draws):
+    result = judged(key, "flash", "t18_flash_attention.py", "flash_attention_backward",
+                    FLASH_QUERIES_FROM_ZERO, tmp_path)
+    wrong = failing(result)
+    assert wrong and all(c.get("component") == "flash_attention" for c in wrong), wrong
+    # the smallest failing example has fewer queries than keys, under a causal rule or a window
+    example = next(c["example"] for c in wrong if c.get("example"))
+    assert "causal = True" in example or "window = None" not in example, example
+    q_shape, k_shape = (re.search(rf"{name} = float64 array of shape \(([0-9, ]+)\)", example).group(1)
+                        for name in ("q", "k"))
+    assert int(q_shape.split(",")[2]) < int(k_shape.split(",")[2]), example
+
+
+def test_the_answer_keys_flash_and_norm_stay_done(key, tmp_path, fewer_draws):
+    for exercise, file in (("flash", "t18_flash_attention.py"), ("norm", "t08_norm.py")):
+        result = judge_source(key, catalog.find(exercise), file, Path(key.path(file)).read_text(), tmp_path)
+        assert not failing(result), failing(result)[:2]
+        assert any(c.get("component") and c["check"] == protocol.RULE for c in result["checks"])

@@ -161,7 +161,7 @@ EXERCISES = (
              "beyond the tutorial: blockwise attention (part 2 §16 says why long contexts cost more)",
              backward=("t18_flash_attention.py:flash_attention_backward",),
              forward=("t18_flash_attention.py:flash_attention_forward",),
-             checks=(("flash_attention", (0, 1, 2)),)),
+             checks=(("flash_attention", (0, 1, 2)),), components=("flash_attention",)),
     Exercise(19, "train", "your components learn the reverse task (>= 99%)",
              "beyond the tutorial: training (worked example 17, first training steps)",
              builds_on=("softmax", "activations", "linear", "embedding", "attention", "multi-head",
