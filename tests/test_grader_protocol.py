@@ -183,3 +183,23 @@ def test_the_answer_keys_flash_and_norm_stay_done(key, tmp_path, fewer_draws):
         result = judge_source(key, catalog.find(exercise), file, Path(key.path(file)).read_text(), tmp_path)
         assert not failing(result), failing(result)[:2]
         assert any(c.get("component") and c["check"] == protocol.RULE for c in result["checks"])
+
+
+# -- (d) two wrong lines in one function: each one's hint ---------------------------------------------
+def test_two_adamw_mistakes_in_one_function_get_each_ones_hint(key, tmp_path, fewer_draws):
+    from npformer.testing.mistakes import CATALOGUE
+    file = "training/optim.py"
+    source = Path(key.path(file)).read_text()
+    for old, new in (("m_hat = m / (1 - b1 ** step)", "m_hat = m"),
+                     ("data = data - lr * weight_decay * data", "data = data - weight_decay * data")):
+        assert source.count(old) == 1
+        source = source.replace(old, new)
+    result = judge_source(key, catalog.find("optim"), file, source, tmp_path)
+    wrong = [c for c in failing(result) if c.get("kind") == "output"]
+    assert wrong
+    says = {m.name: m.says for m in CATALOGUE}
+    for check in wrong:
+        assert check["mistake"] is not None, check
+        told = check["mistake"]["says"]
+        assert says["adamw-no-bias-correction"] in told and says["adamw-decay-without-lr"] in told
+    assert "1/sqrt(D)" not in messages(result)

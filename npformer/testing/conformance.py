@@ -296,6 +296,8 @@ def smallest_failure(checker, name, examples, seed, shrunk=None):
     if not name.startswith(("output", "gradient")):
         return failure
     failure.matches = checker.matches(example, outputs_only=name.startswith("output"))
+    if not failure.matches:                # two wrong lines in one function: each one's hint
+        failure.matches = matching_pairs(checker, example, outputs_only=name.startswith("output"))
     failure.mistake = failure.matches[0] if failure.matches else None
     return failure                    # its generic diagnoses are shown only if no mistake is named
 
@@ -325,6 +327,17 @@ def matching_mistakes(checker, examples, outputs_only=False):
                 not all(_same_result(w, r, 1e-12) for w, r in zip(wrong, right)):
             found.append(candidate)
     return found
+
+
+def matching_pairs(checker, example, outputs_only):
+    """``matching_mistakes`` over pairs of the candidates made in one function (``mistakes.pairs``)."""
+    kept = checker.candidates
+    try:
+        checker.candidates = mistakes.pairs(kept)
+        return matching_mistakes(checker, [example] + checker.seen + checker.ran, outputs_only) \
+            if checker.candidates else []
+    finally:
+        checker.candidates = kept
 
 
 def _same_result(a, b, tol):
