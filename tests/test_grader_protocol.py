@@ -203,3 +203,35 @@ def test_two_adamw_mistakes_in_one_function_get_each_ones_hint(key, tmp_path, fe
         told = check["mistake"]["says"]
         assert says["adamw-no-bias-correction"] in told and says["adamw-decay-without-lr"] in told
     assert "1/sqrt(D)" not in messages(result)
+
+
+# -- (c) MoE: its mistakes named, on more than one set of numbers -------------------------------------
+def _moe(key, tmp_path, old, new):
+    file = "t14_moe.py"
+    source = Path(key.path(file)).read_text()
+    assert source.count(old) == 1
+    return judge_source(key, catalog.find("moe"), file, source.replace(old, new), tmp_path)
+
+
+def test_a_moe_backward_without_the_routers_gradient_from_the_outputs_is_diagnosed(key, tmp_path):
+    result = _moe(key, tmp_path, "        np.put_along_axis(d_probs, cache.chosen, d_kept, axis=-1)"
+                                 "     # the k chosen are distinct\n", "")
+    assert failing(result)
+    assert "no gradient reaches the router from the outputs" in messages(result)
+
+
+def test_a_moe_backward_whose_aux_gradient_reaches_padding_is_named(key, tmp_path):
+    result = _moe(key, tmp_path, "(cache.real[:, None] * d_mean_probs / n_real)",
+                  "(d_mean_probs / cache.real.sum())")
+    assert failing(result)
+    told = messages(result) + " ".join(c["mistake"]["says"] for c in failing(result) if c.get("mistake"))
+    assert "padded positions get no load-balancing gradient" in told or "padding leaks" in told
+
+
+def test_the_answer_keys_moe_stays_done_on_every_seed(key, tmp_path):
+    from npformer.exercises.judging import EXTRA_SEEDS
+    result = judge_source(key, catalog.find("moe"), "t14_moe.py", Path(key.path("t14_moe.py")).read_text(),
+                          tmp_path)
+    assert not failing(result)
+    fixed = sum(len(sizes) for _, sizes in catalog.find("moe").checks)
+    assert len([c for c in result["checks"] if "case" in c]) == fixed * (1 + len(EXTRA_SEEDS))
