@@ -72,6 +72,8 @@ def test_layernorm_backward_writing_into_d_out_is_not_done(key, tmp_path, fewer_
     result = judged(key, "norm", "t08_norm.py", "layernorm_backward", LAYERNORM_IN_PLACE, tmp_path)
     assert failing(result)
     assert protocol.WROTE_D_OUT in messages(result)
+    # every number it returns is right: no catalogued mistake may be named for it
+    assert not any(c.get("mistake") for c in failing(result)), failing(result)
 
 
 def test_conform_reports_the_protocol_rule():
