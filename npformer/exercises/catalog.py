@@ -159,7 +159,7 @@ EXERCISES = (
              "beyond the tutorial: blockwise attention (part 2 §16 says why long contexts cost more)",
              backward=("t18_flash_attention.py:flash_attention_backward",),
              forward=("t18_flash_attention.py:flash_attention_forward",),
-             checks=(("flash_attention", (0, 1, 2)),)),
+             checks=(("flash_attention", (0, 1, 2)),), components=("flash_attention",)),
     Exercise(19, "optim", "the AdamW update",
              "beyond the tutorial: training (worked example 17, first training steps)",
              backward=("training/optim.py:adamw_update",), components=("adamw",)),

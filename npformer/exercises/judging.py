@@ -22,6 +22,7 @@ from . import claims
 
 EXAMPLES = 40                    # drawn inputs per component (and per search for a failing one)
 SEED = 0
+EXTRA_SEEDS = (101, 202)         # exercises judged on fixed cases alone: each case again, other numbers
 
 
 class PatchedSubject(Subject):
@@ -135,11 +136,18 @@ def judge_exercise(exercise, patches, progress=None):
     for name in exercise.components:
         _say(progress, f"{name} on drawn inputs")
         drawn += [(name, check) for check in judge_component(name, patches, candidates)]
+    # without drawn inputs, each fixed case runs on more random numbers too (same sizes)
+    seeds = (None,) + (EXTRA_SEEDS if not exercise.components else ())
     for case, sizes in exercise.checks:
         for size in sizes:
-            _say(progress, f"{case} (size {size})")
-            build = (lambda case=case, size=size: CASES[case](np.random.default_rng(size), size))
-            fixed.append((case, size, _CaseFailure(judge_case(build, patches, candidates))))
+            for seed in seeds:
+                _say(progress, f"{case} (size {size})")
+                build = (lambda case=case, size=size, seed=seed:
+                         CASES[case](np.random.default_rng(size if seed is None else seed + size), size))
+                verdict = judge_case(build, patches, candidates)
+                fixed.append((case, size, _CaseFailure(verdict)))
+                if not verdict["ok"]:
+                    break                              # one failing seed says it; the rest add time
     claim_entries, claim_failures = _claims(exercise, patches, progress, candidates)
     # several mistakes may fit one check: name the one that fits them all
     compared = [f for name in exercise.components for f in compared_failures([c for n, c in drawn if n == name])]

@@ -118,6 +118,10 @@ COMPONENTS = {c.name: c for c in (
               "adamw_update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0) "
               "-> (data, m, v)", st.adamw_inputs(), ("training.optim.adamw_update", None), "",
               ("training.optim.adamw_update",)),
+    _pair("flash_attention", "blockwise (flash) attention: block_size keys at a time, from a log-sum-exp",
+          "flash_attention_forward(q, k, v, mask=None, scale=None, causal=False, window=None, block_size=128) "
+          "-> (out, cache)", st.flash_inputs(), "t18_flash_attention", "flash_attention", "(d_q, d_k, d_v)",
+          ("t04_attention.may_read",)),
     Component("kv_decode", "decoding one position at a time through a KV cache",
               "decode_step(q_t, k_t, v_t, cache) -> (out_t, cache); cache is None at the first step",
               st.decode_inputs(), (ref.decode_reference, None), "",

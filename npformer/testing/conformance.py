@@ -23,7 +23,7 @@ from hypothesis import seed as hypothesis_seed
 
 from . import components as catalogue
 from . import conventions as known_conventions
-from . import mistakes, properties, strategies
+from . import mistakes, properties, protocol, strategies
 from .compare import compare_tensor, equal
 from .mistakes.registry import applicable, stale_warning
 from .patching import patched
@@ -172,6 +172,9 @@ class Checker:
     def compare(self, example, only=None):
         """{check name: failure message or None} on one example (``only``: that check alone)."""
         self._dtype_of(example)
+        if only == protocol.RULE:
+            self.subject.outcome(example)
+            return {only: self.subject.protocol}
         if only is not None and not only.startswith(("output", "gradient")):
             prop = next(p for p in self.properties if p.text == only)
             return {only: self._property(prop, example)}
@@ -189,6 +192,8 @@ class Checker:
             mismatch = compare_tensor(name, mine.get(name), expected, factors(self.component.name, example),
                                       self.tolerance(), max(self.abs_tolerance(), rounding.get(name, 0.0)))
             found[name] = None if mismatch is None else mismatch
+        if only is None and self.subject.differentiates and error is None:
+            found[protocol.RULE] = self.subject.protocol
         for prop in self.properties if only is None else ():
             found[prop.text] = self._property(prop, example)
         return found
@@ -441,6 +446,8 @@ def smallest_failure(checker, name, examples, seed, shrunk=None):
     if not name.startswith(("output", "gradient")):
         return failure
     failure.matches = checker.matches(example, outputs_only=name.startswith("output"))
+    if not failure.matches:                # two wrong lines in one function: each one's hint
+        failure.matches = matching_pairs(checker, example, outputs_only=name.startswith("output"))
     failure.mistake = failure.matches[0] if failure.matches else None
     return failure                    # its generic diagnoses are shown only if no mistake is named
 
@@ -475,6 +482,17 @@ def matching_mistakes(checker, examples, outputs_only=False):
                 not all(_same_result(w, r, 1e-12) for w, r in zip(wrong, right)):
             found.append(candidate)
     return found
+
+
+def matching_pairs(checker, example, outputs_only):
+    """``matching_mistakes`` over pairs of the candidates made in one function (``mistakes.pairs``)."""
+    kept = checker.candidates
+    try:
+        checker.candidates = mistakes.pairs(kept)
+        return matching_mistakes(checker, [example] + checker.seen + checker.ran, outputs_only) \
+            if checker.candidates else []
+    finally:
+        checker.candidates = kept
 
 
 def _same_result(a, b, tol):

@@ -133,6 +133,8 @@ def judge_case(build, patches, candidates=()):
         verdict["mistake"] = verdict["matches"][0] if verdict["matches"] else None
         return verdict
     verdict["tensors"] = mismatches(mine, right, factors_of(build))
+    # the protocol is its own verdict: right numbers, so no catalogued mistake is looked for
+    wrote = mine.protocol if mine.protocol and not right.protocol else None
     repeat = 1
     if not verdict["tensors"] and is_module(build()[0]):
         twice, right_twice = evaluate(build, patches, right.upstream, 2), run(build, right.upstream, 2)
@@ -145,12 +147,54 @@ def judge_case(build, patches, candidates=()):
         verdict["mistake"] = verdict["matches"][0] if verdict["matches"] else None
         if verdict["mistake"] is None:
             _generic(verdict, build, patches, right.upstream)
+    if wrote:
+        verdict["notes"].append(wrote)
     verdict["ok"] = not verdict["tensors"] and not verdict["notes"]
     return verdict
 
 
+def moe_diagnoses(build, patches, upstream):
+    """What a MoE layer's gradient misses, found by sending back the outputs' gradient and the
+    aux loss's apart: the router learns from the outputs too (the weights of the chosen experts
+    are its softmax), and the aux gradient reaches the real tokens only."""
+    target, _, options = build()
+    inner = getattr(target, "target", None)
+    if inner is None or type(inner).__name__ != "MoE" or np.ndim(upstream) != 1:
+        return []
+    found = []
+    outputs_only = np.array(upstream)
+    outputs_only[-1] = 0.0                                   # d_aux = 0: the outputs' gradient alone
+    mine, right = evaluate(build, patches, outputs_only), evaluate(build, None, outputs_only)
+    router = [n for n in right.grads if "router" in n and right.grads[n] is not None]
+    if mine.error is None and router and all(
+            not np.abs(mine.grads.get(n, 0)).max(initial=0) > 1e-12 * np.abs(right.grads[n]).max(initial=0)
+            for n in router) and any(np.abs(right.grads[n]).max(initial=0) > 0 for n in router):
+        found.append("no gradient reaches the router from the outputs: y = sum over the chosen experts of "
+                     "weight * expert(x), and the weights are the router's renormalised softmax "
+                     "(d_weights -> d_kept -> d_probs -> d_logits)")
+    mask = options.get("token_mask")
+    if mask is not None and not np.all(mask):
+        aux_only = np.zeros_like(np.asarray(upstream, np.float64))
+        aux_only[-1] = upstream[-1]                          # the aux loss's gradient alone
+        mine, right = evaluate(build, patches, aux_only), evaluate(build, None, aux_only)
+        name = next(iter(right.grads), None)
+        theirs = None if mine.error is not None or name is None else mine.grads.get(name)
+        if theirs is not None and np.shape(theirs) == np.shape(right.grads[name]):
+            padded = ~np.asarray(mask, bool)
+            if np.abs(np.asarray(right.grads[name])[padded]).max(initial=0) == 0 and \
+                    np.abs(np.asarray(theirs)[padded]).max(initial=0) > 0:
+                found.append("padding leaks into the aux gradient: P_e averages the router's probabilities "
+                             "over the real tokens only, so a padded position gets no load-balancing "
+                             "gradient (multiply by cache.real)")
+    return found
+
+
 def _generic(verdict, build, patches, upstream):
+    named = moe_diagnoses(build, patches, upstream) if verdict["tensors"] else []
     for tensor in verdict["tensors"]:
+        if named and not tensor["diagnoses"] and tensor["name"].startswith("gradient of "):
+            tensor["diagnoses"] = list(named)
+            continue
         name = tensor["name"]
         if not tensor["diagnoses"] and name.startswith("gradient of "):
             found = leak(build, patches, upstream, name[len("gradient of "):])

@@ -48,17 +48,20 @@ def reference(path):
     return inspect.unwrap(getattr(found, "plain", found))
 
 
-def _slots(original):
+def _slots(original, namespaces=()):
     """Every place in npformer's loaded modules that holds ``original``: a module attribute
     (``from .t03_softmax import softmax_backward`` binds one per importer), or an entry of a
     module-level dict, alone or in a tuple (``ACTIVATIONS["gelu"] = (forward, backward)``).
-    Yields (container, key, value now)."""
-    for module_name, module in list(sys.modules.items()):
-        if module is None or not (module_name == ROOT or module_name.startswith(ROOT + ".")):
-            continue
-        for name, value in list(vars(module).items()):
+    ``namespaces``: further module dicts to look in (the learner's files, whose functions call
+    each other). Yields (container, key, value now)."""
+    spaces = [vars(module) for module_name, module in list(sys.modules.items())
+              if module is not None and (module_name == ROOT or module_name.startswith(ROOT + "."))]
+    known = {id(space) for space in spaces}
+    spaces += [space for space in namespaces if id(space) not in known]
+    for space in spaces:
+        for name, value in list(space.items()):
             if value is original:
-                yield vars(module), name, value
+                yield space, name, value
             elif isinstance(value, dict):
                 for key, entry in list(value.items()):
                     if entry is original or (isinstance(entry, tuple) and
@@ -75,6 +78,12 @@ def _swap(entry, original, function):
 @contextlib.contextmanager
 def patched(patches):
     """Put ``patches`` ({dotted path: function}) in place inside the block, then restore all."""
+    # the fast track registers its twins against the plain functions when first imported;
+    # loaded while a patch is in place it would find the patch instead, so load it first
+    importlib.import_module(ROOT + ".fast")
+    # a patch's own module (a learner's file) calls the other patched functions too
+    namespaces = list({id(g): g for g in (getattr(f, "__globals__", None) for f in patches.values())
+                       if g is not None}.values())
     undo = []
     try:
         for path, function in patches.items():
@@ -84,7 +93,7 @@ def patched(patches):
                 setattr(owner, name, function)
                 continue
             original = getattr(owner, name)
-            for container, key, entry in list(_slots(original)):
+            for container, key, entry in list(_slots(original, namespaces)):
                 undo.append((container, key, entry))
                 container[key] = _swap(entry, original, function)
         yield

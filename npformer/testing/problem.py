@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .patching import patched
+from .protocol import violation
 
 SEED = 20260611                  # the seed gradcheck uses, so the numbers agree with its report
 
@@ -55,6 +56,7 @@ class Result:
     error: BaseException | None = None
     upstream: np.ndarray | None = None
     params: tuple = ()              # which of ``grads`` are a Module's parameters (in .grad)
+    protocol: str | None = None     # what the backward wrote into (d_out, cache, inputs), if anything
 
     @property
     def ok(self):
@@ -92,12 +94,16 @@ def upstream_like(out, seed=SEED):
     return np.random.default_rng(seed + 1).standard_normal(np.shape(out))
 
 
-def _backward_grads(target, inputs, names, cache, upstream, repeat):
+def _backward_grads(target, inputs, names, cache, upstream, repeat, result=None):
     forward_is_module = is_module(target)
     if forward_is_module:
         target.zero_grad()
     for _ in range(repeat):              # a fresh G each time: backward may not keep it intact
-        returned = (target.backward if forward_is_module else target[1])(np.array(upstream), cache)
+        given = np.array(upstream)
+        check = violation(given, cache, inputs, names)
+        returned = (target.backward if forward_is_module else target[1])(given, cache)
+        if result is not None and result.protocol is None:
+            result.protocol = check()
     returned = returned if isinstance(returned, tuple) else (returned,)
     grads = {name: (returned[i] if i < len(returned) else None)
              for i, (name, x) in enumerate(zip(names, inputs)) if is_float_array(x)}
@@ -136,7 +142,7 @@ def _compute(build, upstream, repeat, own_upstream, result):
     if upstream is None:
         upstream = given if given is not None and own_upstream else upstream_like(out)
     result.upstream = np.asarray(upstream, np.float64)
-    result.grads = _backward_grads(target, inputs, names, cache, result.upstream, repeat)
+    result.grads = _backward_grads(target, inputs, names, cache, result.upstream, repeat, result)
     if is_module(target):
         result.params = tuple(name for name, _ in target.named_parameters())
 

@@ -179,6 +179,14 @@ def attention_inputs(draw, grouped=False):
 
 
 @st.composite
+def flash_inputs(draw):
+    """``attention_inputs`` (grouped, queries after cached keys, causal and windowed) and a
+    ``block_size`` of 1 to 3 keys, so that several blocks and a last partial one are read."""
+    example = draw(attention_inputs(grouped=True))
+    return Example(example.names, example.args, {**example.options, "block_size": draw(st.integers(1, 3))})
+
+
+@st.composite
 def rope_inputs(draw):
     """x [B, H, N, D] (D even), positions [N] or [B, N] with an offset, a base and a layout."""
     B, H, N, D = draw(size(1, 2)), draw(size(1, 2)), draw(size(1, 4)), 2 * draw(size(1, 3))
@@ -366,4 +374,6 @@ _CORNERS = {
     "embedding": _embedding_corners, "linear": _linear_corners, "adamw": _adamw_corners,
     "kv_decode": _decode_corners, "l2_normalize": _l2_corners, "relu": _relu_corners,
     "log_softmax": _log_softmax_corners,
+    "flash_attention": lambda rng: [Example(e.names, e.args, {**e.options, "block_size": 2})
+                                    for e in _attention_corners(rng, True)],
 }

@@ -16,6 +16,7 @@ import numpy as np
 from . import components as catalogue
 from .problem import is_float_array, upstream_like
 from .scope import CAPABILITIES, OutOfScope
+from .protocol import violation
 
 
 class UsageError(TypeError):
@@ -43,6 +44,7 @@ class Subject:
         for option, value in (scope.pinned.items() if scope else ()):
             if option in self.untaken:          # the value its code always uses, not npformer's default
                 self.untaken[option] = value
+        self.protocol = None         # what the last ``outcome``'s backward wrote into, if anything
 
     def can_run(self, example):
         """False when the example sets an option this implementation does not take to a value
@@ -133,14 +135,20 @@ class Subject:
 
     def _outcome(self, example, values):
         """Fill ``values``: the output first, then one gradient per float input."""
+        self.protocol = None
         out, cache = self._call(example.args, example.options)
         values.update(_outputs(out))
         if self.differentiates:
             G = upstream_like(out)
+            # the protocol: d_out, the cache and the inputs come back as they were given
+            given = np.array(G)
+            check = violation(given, cache, example.args, example.names)
             if self.vjp is not None:
-                grads = self.gradients(example.args, example.options, G)
+                grads = per_float_input(self.vjp({**dict(zip(self.component_names(example.args), example.args)),
+                                                  **self._options(example.options)}, given), example.args)
             else:
-                grads = per_float_input(self.backward(np.array(G), cache), example.args)
+                grads = per_float_input(self.backward(given, cache), example.args)
+            self.protocol = check()
             floats = [n for n, a in zip(example.names, example.args) if is_float_array(a)]
             values.update({f"gradient of {n}": _as_array(g) for n, g in zip(floats, grads)})
 

@@ -7,4 +7,4 @@ one that computes the same numbers. The modules follow the files they are about.
 """
 from . import (activations, attention, blocks, embedding, encoders, ffn,  # noqa: F401  (each adds its mistakes)
                flash, kv_cache, linear, moe, norm, rope, softmax, training)
-from .registry import CATALOGUE, Mistake, mistake, of_functions, settle  # noqa: F401
+from .registry import CATALOGUE, Mistake, mistake, of_functions, pairs, settle  # noqa: F401

@@ -101,3 +101,39 @@ def settle(failures):
         if failure.matches:
             agreed = [m for m in failure.matches if m in by_function.get(m.function, ())]
             failure.mistake = (agreed or failure.matches)[0]
+
+
+PAIRS_AT_MOST = 300              # pairs of one function's mistakes tried when no single one fits
+
+
+def _edits(found):
+    return (found.old, found.new) if isinstance(found.old, tuple) else ((found.old,), (found.new,))
+
+
+def pairs(candidates):
+    """Two mistakes made in one function at once, as one Mistake each: every pair of
+    ``candidates`` of the same function whose edits both still apply, for code that no single
+    mistake explains (two wrong lines of AdamW). Its ``says`` gives each one's hint. At most
+    ``PAIRS_AT_MOST`` pairs per function are formed (none beyond: a search too wide to be quick)."""
+    by_function = {}
+    for found in candidates:
+        by_function.setdefault(found.function, []).append(found)
+    made = []
+    for function, found in by_function.items():
+        count = len(found) * (len(found) - 1) // 2
+        if count > PAIRS_AT_MOST:
+            continue
+        for i, first in enumerate(found):
+            for second in found[i + 1:]:
+                (old_a, new_a), (old_b, new_b) = _edits(first), _edits(second)
+                if set(old_a) & set(old_b):                # both edit one line: not two mistakes
+                    continue
+                both = Mistake(f"{first.name} + {second.name}", function, old_a + old_b, new_a + new_b,
+                               f"two mistakes here: {first.says}; and {second.says}", first.recheck)
+                try:
+                    both.patches()
+                except (ValueError, SyntaxError):         # one edit spoils the other's text
+                    continue
+                made.append(both)
+    return made
+
