@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 import tempfile
 import threading
@@ -183,6 +184,7 @@ def run_exercise(root, workspace, exercise, timeout, together=False, say=None, l
     limits = limits or Limits()
     limits = Limits(**{**limits.__dict__, "wall": timeout + 2.0})
     read_end, write_end = os.pipe()
+    token = secrets.token_hex(16)
     command = [sys.executable, "-m", "npformer.exercises.runner", workspace.directory, exercise.name,
                "--result-fd", str(write_end), "--timeout", str(timeout)] + (["--together"] if together else [])
     reader = _PipeReader(read_end)
@@ -198,7 +200,8 @@ def run_exercise(root, workspace, exercise, timeout, together=False, say=None, l
                 say(f"  {exercise.label}: {stage} ...")
                 shown.append(stage)
     try:
-        ran = run_limited(command, scratch, limits, env=env, pass_fds=(write_end,), on_wait=waiting)
+        ran = run_limited(command, scratch, limits, env=env, pass_fds=(write_end,), on_wait=waiting,
+                          stdin=token.encode() + b"\n")
     finally:
         os.close(write_end)
     reader.join(timeout=5.0)
@@ -218,6 +221,12 @@ def run_exercise(root, workspace, exercise, timeout, together=False, say=None, l
             result = None
     if not isinstance(result, dict) or not isinstance(result.get("checks"), list):
         result = None
+    elif result.pop("token", None) != token:
+        result = {"exercise": exercise.name, "checks": [], "claims": [], "engine_changed": [],
+                  "refused": ["your code wrote a result of its own to the grader's channel"]}
+    if reader.data and result is None and code == 0:
+        result = {"exercise": exercise.name, "checks": [], "claims": [], "engine_changed": [],
+                  "refused": ["your code wrote to the grader's channel"]}
     return result, code, printed, stopped
 
 

@@ -69,20 +69,37 @@ def specs_to_judge(workspace, exercise, together):
     return [spec for e in workspace.exercises if e.name in names for spec in e.functions(workspace.forward)]
 
 
-ENGINE = ("npformer.testing", "npformer.exercises", "numpy")
+ENGINE = ("npformer.testing", "npformer.exercises", "numpy", "builtins")
+
+
+def _contents(value):
+    """What a container of the engine holds, by identity (a table of tolerances edited in place
+    is a changed engine too)."""
+    if isinstance(value, dict):
+        return tuple((k, id(v)) for k, v in list(value.items()))
+    if isinstance(value, (list, set, frozenset)):
+        return tuple(sorted(id(v) for v in value)) if isinstance(value, (set, frozenset)) else \
+            tuple(id(v) for v in value)
+    return None
 
 
 def fingerprint():
     """{(module, name): (object, code)} of the grader's engine: every module-level name of
     npformer.testing, npformer.exercises and numpy's top level, and the methods of their
     classes; the learner's code must leave it as it found it."""
+    from . import guard
     seen = {}
     for module_name, module in list(sys.modules.items()):
         if module is None or not any(module_name == m or module_name.startswith(m + ".") for m in ENGINE[:2]) \
-                and module_name != "numpy":
+                and module_name not in ENGINE[2:]:
             continue
         for name, value in list(vars(module).items()):
-            seen[(module_name, name)] = (value, getattr(value, "__code__", None))
+            if module_name == "builtins" and name.startswith("_"):
+                continue                       # _ is the last value at a prompt
+            if module_name == guard.__name__ and name == "REFUSED":
+                seen[(module_name, name)] = (value, None)       # it grows as refusals are made
+                continue
+            seen[(module_name, name)] = (value, getattr(value, "__code__", None) or _contents(value))
             if isinstance(value, type) and value.__module__ == module_name:
                 for attr, member in list(vars(value).items()):
                     seen[(module_name, f"{name}.{attr}")] = (member, getattr(member, "__code__", None))
@@ -93,7 +110,7 @@ def changed(before):
     """The names of the engine that differ from ``before`` (``fingerprint``'s)."""
     now = fingerprint()
     return sorted(f"{m}.{n}" for (m, n), (value, code) in before.items()
-                  if (m, n) not in now or now[(m, n)][0] is not value or now[(m, n)][1] is not code)
+                  if (m, n) not in now or now[(m, n)][0] is not value or now[(m, n)][1] != code)
 
 
 def main(argv=None):
@@ -108,10 +125,16 @@ def main(argv=None):
     from .workspace import load_workspace
     workspace, exercise = load_workspace(directory), catalog.find(name)
     channel = os.fdopen(result_fd, "w", encoding="utf-8")
+    token = sys.stdin.readline().strip()      # the grader's secret: a result without it is not ours
+    sys.stdin.close()
+    sys.stdin = open(os.devnull, encoding="utf-8")
     judge, send = judge_exercise, json.dumps          # held here: the learner's code may rebind names
     if timeout:                              # the stack at the moment the grader would stop us
         stack = open("stack.txt", "w", encoding="utf-8")
         faulthandler.dump_traceback_later(max(timeout - 1.0, 0.5), exit=True, file=stack)
+    if os.environ.get("NPFORMER_GRADE_EXAMPLES"):      # the teacher's (or a test's) number of draws
+        from . import judging
+        judging.EXAMPLES = int(os.environ["NPFORMER_GRADE_EXAMPLES"])
     specs = specs_to_judge(workspace, exercise, together)
     unguarded = guard.install(workspace.directory, os.getcwd(), [catalog.module_path(s) for s in specs])
     before = fingerprint()
@@ -125,6 +148,7 @@ def main(argv=None):
     result["refused"] = list(dict.fromkeys(guard.REFUSED))
     result["engine_changed"] = changed(before)
     result["unguarded"] = unguarded
+    result["token"] = token
     channel.write(send(result))
     channel.close()
     return 0

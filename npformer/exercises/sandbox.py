@@ -2,7 +2,7 @@
 
 ``run_limited(command, cwd, limits)`` starts ``command`` in a session of its own with the
 resource limits of ``Limits`` (address space, CPU seconds, file size, open files), feeds it
-nothing on stdin, reads what it writes to fd 1 and fd 2 through one pipe keeping at most
+``stdin`` then end of file, reads what it writes to fd 1 and fd 2 through one pipe keeping at most
 ``limits.output`` bytes (the rest is read and counted, so a writer never blocks and never
 fills a disk), stops it after ``limits.wall`` seconds, and then kills every process left in
 its session, including children it forked and detached from its process group.
@@ -130,15 +130,21 @@ class _CappedReader(threading.Thread):
             self.dropped += max(0, len(chunk) - max(room, 0))
 
 
-def run_limited(command, cwd, limits=Limits(), env=None, pass_fds=(), on_wait=None):
+def run_limited(command, cwd, limits=Limits(), env=None, pass_fds=(), on_wait=None, stdin=b""):
     """Run ``command`` under ``limits`` (see the module); returns ``Ran``. ``on_wait(elapsed)``
-    is called about four times a second while it runs."""
+    is called about four times a second while it runs; ``stdin``: the bytes it reads (then
+    end of file)."""
     began = time.monotonic()
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
                                preexec_fn=_set_limits(limits))
     reader = _CappedReader(process.stdout, limits.output)
     reader.start()
+    try:
+        process.stdin.write(stdin)
+        process.stdin.close()
+    except OSError:                        # it ended (or closed its stdin) without reading
+        pass
     code = None
     try:
         while code is None:
