@@ -95,7 +95,7 @@ def graded(tmp_path_factory):
     os.symlink(key.directory + "/t03_softmax.py", linked / "t03_softmax.py")
     os.environ["NPFORMER_GRADE_EXAMPLES"] = "8"
     try:
-        books = grade_class([subs], course, root / "book", jobs=2, timeout=60,
+        books = grade_class([subs], course, root / "book", jobs=2, timeout=300,
                             limits=Limits(memory=2 << 30), progress=lambda text: None)
     finally:
         os.environ.pop("NPFORMER_GRADE_EXAMPLES")

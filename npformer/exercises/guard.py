@@ -13,7 +13,7 @@ files run. From then on, while a frame of the learner's files is on the stack:
   threads, signalling other processes, loading native libraries with ctypes and the
   ``gc`` and frame walks that reach the grader's objects.
 
-Each refusal is remembered in ``REFUSED`` for the report. This raises the bar for a learner
+Each refusal is remembered in ``REFUSED`` for the report and ends the judging. This raises the bar for a learner
 who tries; it is not a boundary against someone who studies it (the code still runs in one
 process with the grader's engine): the verdict's separation and a container are the limits
 that hold, see docs/teaching.md.
@@ -29,8 +29,9 @@ REFUSED = []                     # one line per refusal, in order
 _STATE = threading.local()
 
 
-class Refused(PermissionError):
-    """An action the grader does not allow the learner's code (the message says which)."""
+class Refused(BaseException):
+    """An action the grader does not allow the learner's code (the message says which). Not an
+    ``Exception``: it goes past the engine's handlers and ends the judging at once."""
 
 
 def _under(path, root):
@@ -48,7 +49,7 @@ class _Rules:
 
     def learner_line(self):
         """True when the code that raised the event is the learner's own."""
-        return _under(os.path.realpath(sys._getframe(3).f_code.co_filename), self.workspace)
+        return _under(os.path.realpath(sys._getframe(2).f_code.co_filename), self.workspace)
 
     def learner_on_stack(self):
         frame = sys._getframe(2)

@@ -138,13 +138,19 @@ def main(argv=None):
     specs = specs_to_judge(workspace, exercise, together)
     unguarded = guard.install(workspace.directory, os.getcwd(), [catalog.module_path(s) for s in specs])
     before = fingerprint()
+    refused = {"exercise": name, "checks": [], "claims": []}      # the reason is in result["refused"]
     try:
         patches = learner_patches(workspace, specs)
+    except guard.Refused:
+        result = refused
     except Exception as error:           # their file does not even run: say where
         result = {"exercise": name, "checks": [], "claims": [], "import_failed": True,
                   "error": describe(error, workspace.directory)}
     else:
-        result = judge(exercise, patches, progress="progress.txt")
+        try:
+            result = judge(exercise, patches, progress="progress.txt")
+        except guard.Refused:
+            result = refused
     result["refused"] = list(dict.fromkeys(guard.REFUSED))
     result["engine_changed"] = changed(before)
     result["unguarded"] = unguarded

@@ -60,12 +60,13 @@ def _set_limits(limits):
     import resource
 
     def apply():
-        def cap(kind, value):
+        def cap(kind, value, spare=0):
             soft, hard = resource.getrlimit(kind)
             value = int(value) if hard == resource.RLIM_INFINITY else min(int(value), hard)
-            resource.setrlimit(kind, (value, value))
+            top = value + spare if hard == resource.RLIM_INFINITY else min(value + spare, hard)
+            resource.setrlimit(kind, (value, top))
         cap(resource.RLIMIT_AS, limits.memory)
-        cap(resource.RLIMIT_CPU, max(1, int(limits.cpu)))
+        cap(resource.RLIMIT_CPU, max(1, int(limits.cpu)), spare=2)   # SIGXCPU first, then SIGKILL
         cap(resource.RLIMIT_FSIZE, limits.file_size)
         cap(resource.RLIMIT_NOFILE, limits.files)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))   # no core dumps of a 4 GiB process
