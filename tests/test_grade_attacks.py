@@ -29,6 +29,9 @@ ATTACKS = {
         "_spec.loader.exec_module(_mod)\n", "    return _mod.softmax_backward(d_out, cache)\n"),
     "patching-reference": ("", "    from npformer.testing.patching import reference\n"
                                "    return reference('npformer.t03_softmax.softmax_backward')(d_out, cache)\n"),
+    "patching-reference-at-import": ("from npformer.testing.patching import reference\n"
+                                     "_own = reference('npformer.t03_softmax.softmax_backward')\n",
+                                     "    return _own(d_out, cache)\n"),
     "gc-originals": ("", "    import gc\n"
                          "    own = [f for f in gc.get_objects() if getattr(f, '__qualname__', '') == "
                          "'softmax_backward' and f.__module__ == 'npformer.t03_softmax']\n"
@@ -114,8 +117,10 @@ def test_the_honest_submission_is_done(graded):
 
 @pytest.mark.parametrize("name, says", [
     ("import-before-patch", "your code called npformer's own softmax_backward"),
-    ("source-under-another-name", "your code opened npformer's own file t03_softmax.py"),
-    ("patching-reference", "your code called npformer's own softmax_backward"),
+    ("source-under-another-name", "your code opened npformer's own file"),       # the .pyc or the .py
+    ("patching-reference-at-import", "your code called npformer's own softmax_backward"),
+    # while graded, reference() finds the learner's own function in place: it calls itself
+    ("patching-reference", "RecursionError"),
     ("gc-originals", "gc.get_objects from your code"),
     ("frame-walk", "from your code: the grader's frames are not yours to read"),
     ("forged-result", "your code wrote a result of its own to the grader's channel"),
