@@ -1,6 +1,7 @@
 """``npformer exercises``: hand out a workspace of exercises cut from the plain track.
 
     npformer exercises DIR [--start NAME | --only NAMES] [--forward] [--hints TIER] [--solutions]
+                        [--course FILE [--points N]]
     npformer exercises --list
 """
 from __future__ import annotations
@@ -30,6 +31,11 @@ def add_arguments(parser):
                              "only the first line of each docstring")
     parser.add_argument("--solutions", action="store_true",
                         help="an answer key: the library's bodies instead of stubs (grades all done)")
+    parser.add_argument("--course", metavar="FILE",
+                        help="also write the teacher's course file (exercise list, points, what was "
+                             "handed out) for `npformer grade SUBMISSIONS --course FILE`; keep it")
+    parser.add_argument("--points", type=float, default=10.0,
+                        help="points per exercise in the course file (default 10)")
     parser.add_argument("--list", action="store_true", help="list the exercises and exit")
 
 
@@ -57,6 +63,16 @@ def run(args):
     except OSError as error:
         print(f"npformer exercises: error: cannot write {args.directory} ({error.strerror or error})", file=sys.stderr)
         return 1
+    if args.course:
+        from ..exercises.course import write_course
+        try:
+            write_course(args.course, workspace, args.points)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        except OSError as error:
+            print(f"npformer exercises: error: cannot write {args.course} ({error.strerror or error})",
+                  file=sys.stderr)
+            return 1
     shown = os.path.relpath(workspace.directory)
     shown = workspace.directory if shown.startswith("..") else shown
     files, exercises = len(workspace.files), len(workspace.exercises)

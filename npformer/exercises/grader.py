@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import secrets
 import sys
 import tempfile
-import time
+import threading
 from dataclasses import dataclass, field
 
 from .. import __version__
 from ..testing.needs import require_hypothesis
 from . import catalog
+from .sandbox import Limits, run_limited
 from .report import describe_run, format_outcome, next_step, progress_table
 from .stubs import stub_state
 from .workspace import WorkspaceError, library_dir, load_workspace
@@ -37,6 +38,8 @@ class Outcome:
     lines: list = field(default_factory=list)
     output: list = field(default_factory=list)   # what the learner's code printed (capped)
     first: str = ""                      # the first function to work on, for "next:"
+    passed: int = 0                      # checks and claims that pass, of
+    total: int = 0                       # all the checks and claims that ran
 
     @property
     def done(self):
@@ -59,8 +62,13 @@ def read_learner(workspace):
     for name in workspace.files:
         wanted = [spec for e in workspace.exercises for spec in e.functions(workspace.forward)
                   if spec.startswith(name + ":")]
+        path = workspace.path(name)
+        if os.path.islink(path) or not _inside(path, workspace.directory):
+            broken[name] = (f"{os.path.basename(name)} is a link to {os.path.realpath(path)}, outside the "
+                            f"workspace: refused (keep your own file there)")
+            continue
         try:
-            with open(workspace.path(name), encoding="utf-8") as f:
+            with open(path, encoding="utf-8") as f:
                 source = f.read()
             compile(source, workspace.path(name), "exec")
             found = stub_state(source, [spec.split(":")[1] for spec in wanted])
@@ -71,6 +79,12 @@ def read_learner(workspace):
             line = getattr(error, "lineno", None)
             broken[name] = f"{os.path.basename(name)}:{line}: {type(error).__name__}: {getattr(error, 'msg', error)}"
     return Learner(workspace, broken, states)
+
+
+def _inside(path, directory):
+    """True when ``path``, links resolved, is inside ``directory``."""
+    real, root = os.path.realpath(path), os.path.realpath(directory)
+    return real.startswith(root + os.sep)
 
 
 def _first_stub(exercise, learner):
@@ -139,55 +153,82 @@ def _read_stack(path, directory):
     return None
 
 
-def run_exercise(root, workspace, exercise, timeout, together=False, say=None):
+class _PipeReader(threading.Thread):
+    """The runner's result, read to its end (capped) while the runner runs."""
+
+    CAP = 64 * 1024 * 1024
+
+    def __init__(self, fd):
+        super().__init__(daemon=True)
+        self.fd, self.data, self.overflow = fd, bytearray(), False
+
+    def run(self):
+        with os.fdopen(self.fd, "rb") as pipe:
+            while True:
+                chunk = pipe.read1(1 << 16)
+                if not chunk:
+                    return
+                if len(self.data) < self.CAP:
+                    self.data += chunk
+                else:
+                    self.overflow = True
+
+
+def run_exercise(root, workspace, exercise, timeout, together=False, say=None, limits=None):
     """(result dict or None, exit code or "timeout", printed lines, where it stopped)."""
-    result_path = os.path.join(root, f"{exercise.name}{'-together' if together else ''}.json")
+    scratch = tempfile.mkdtemp(prefix=f"{exercise.name}{'-together' if together else ''}-", dir=root)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(library_dir()),
                                                         os.environ.get("PYTHONPATH", "")]),
-           "NPFORMER_TRACK": "plain", "PYTHONIOENCODING": "utf-8"}
+           "NPFORMER_TRACK": "plain", "PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1",
+           "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1"),
+           "TMPDIR": scratch, "HOME": scratch}
+    limits = limits or Limits()
+    limits = Limits(**{**limits.__dict__, "wall": timeout + 2.0})
+    read_end, write_end = os.pipe()
+    token = secrets.token_hex(16)
     command = [sys.executable, "-m", "npformer.exercises.runner", workspace.directory, exercise.name,
-               result_path, "--timeout", str(timeout)] + (["--together"] if together else [])
-    with open(result_path + ".log", "wb") as log:
-        process = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
-        code = _wait(process, timeout + 2.0, result_path + ".progress", exercise, say)
-    stopped = _read_stack(result_path + ".stack", workspace.directory) if code in ("timeout", 1) else None
+               "--result-fd", str(write_end), "--timeout", str(timeout)] + (["--together"] if together else [])
+    reader = _PipeReader(read_end)
+    reader.start()
+    shown = []
+
+    def waiting(elapsed):
+        progress = os.path.join(scratch, "progress.txt")
+        if say is not None and elapsed > SHOW_PROGRESS_AFTER and os.path.exists(progress):
+            with open(progress, encoding="utf-8", errors="replace") as f:
+                stage = f.read().strip()[:200]
+            if stage and stage not in shown[-1:]:
+                say(f"  {exercise.label}: {stage} ...")
+                shown.append(stage)
+    try:
+        ran = run_limited(command, scratch, limits, env=env, pass_fds=(write_end,), on_wait=waiting,
+                          stdin=token.encode() + b"\n")
+    finally:
+        os.close(write_end)
+    reader.join(timeout=5.0)
+    code = ran.code
+    stopped = _read_stack(os.path.join(scratch, "stack.txt"), workspace.directory) \
+        if code in ("timeout", 1) else None
     if stopped is not None:
         code = "timeout"
-    printed = _printed(result_path + ".out")
+    printed = ran.output.decode("utf-8", errors="replace").splitlines()
+    if ran.dropped:
+        printed.append(f"... {ran.dropped:,} more bytes")
     result = None
-    if os.path.exists(result_path):
-        with open(result_path, encoding="utf-8") as f:
-            result = json.load(f)
-    return result, code, printed, stopped
-
-
-def _wait(process, timeout, progress_path, exercise, say):
-    """The runner's exit code, or "timeout" after ``timeout`` seconds; says the stage now
-    running when one lasts longer than a few seconds."""
-    began, shown = time.monotonic(), None
-    while True:
+    if reader.data and not reader.overflow:
         try:
-            return process.wait(timeout=0.25)
-        except subprocess.TimeoutExpired:
-            elapsed = time.monotonic() - began
-            if elapsed > timeout:
-                process.kill()
-                process.wait()
-                return "timeout"
-            if say is not None and elapsed > SHOW_PROGRESS_AFTER and os.path.exists(progress_path):
-                with open(progress_path, encoding="utf-8") as f:
-                    stage = f.read().strip()
-                if stage and stage != shown:
-                    say(f"  {exercise.label}: {stage} ...")
-                    shown = stage
-
-
-def _printed(path):
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read().splitlines()
+            result = json.loads(reader.data.decode("utf-8"))
+        except ValueError:
+            result = None
+    if not isinstance(result, dict) or not isinstance(result.get("checks"), list):
+        result = None
+    elif result.pop("token", None) != token:
+        result = {"exercise": exercise.name, "checks": [], "claims": [], "engine_changed": [],
+                  "refused": ["your code wrote a result of its own to the grader's channel"]}
+    if reader.data and result is None and code == 0:
+        result = {"exercise": exercise.name, "checks": [], "claims": [], "engine_changed": [],
+                  "refused": ["your code wrote to the grader's channel"]}
+    return result, code, printed, stopped
 
 
 def choose(workspace, names):
@@ -202,24 +243,33 @@ def choose(workspace, names):
     return sorted(set(chosen), key=lambda e: e.number)
 
 
-def grade(directory, names=(), timeout=120.0, out=print, show_output=False, say=None):
+def grade(directory, names=(), timeout=120.0, out=print, show_output=False, say=None, limits=None,
+          course=None):
     """Grade the workspace in ``directory`` (all its exercises, or ``names``); print each report,
     a progress table and what to do next through ``out``; return the list of ``Outcome``.
-    ``say`` (default: stderr) receives the progress of stages that take a while."""
+    ``say`` (default: stderr) receives the progress of stages that take a while; ``limits``
+    (``sandbox.Limits``) bound each graded process; ``course`` (``course.Course``, the
+    teacher's) gives the exercise list instead of the workspace's own marker file."""
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
     workspace = load_workspace(directory)
+    notes = []
+    if course is not None:
+        workspace, notes = course.applied_to(workspace)
     selected = choose(workspace, names)
     require_hypothesis("npformer grade")     # before any exercise runs: its absence is no learner's fault
     say = say or (lambda text: print(text, file=sys.stderr, flush=True))
     if workspace.version != __version__:
         out(f"note: this workspace was written by npformer {workspace.version}; grading with {__version__}")
+    for note in notes:
+        out(f"note: {note}")
     learner = read_learner(workspace)
     needed = _with_prerequisites(selected, workspace)
     outcomes = {}
     with tempfile.TemporaryDirectory(prefix="npformer-grade-") as root:
         for exercise in needed:
-            outcome = _grade_one(root, learner, exercise, list(outcomes.values()), timeout, show_output, say)
+            outcome = _grade_one(root, learner, exercise, list(outcomes.values()), timeout, show_output, say,
+                                 limits)
             outcomes[exercise.name] = outcome
             if exercise in selected:
                 out(format_outcome(outcome))
@@ -237,7 +287,7 @@ def _with_prerequisites(selected, workspace):
     return [e for e in workspace.exercises if e.name in names]
 
 
-def _grade_one(root, learner, exercise, before, timeout, show_output, say):
+def _grade_one(root, learner, exercise, before, timeout, show_output, say, limits=None):
     outcome = static_outcome(exercise, learner)
     if outcome is not None:
         return outcome
@@ -246,7 +296,10 @@ def _grade_one(root, learner, exercise, before, timeout, show_output, say):
         waiting = blocked_by(exercise, before)
         if waiting:
             return Outcome(exercise, "blocked", [waiting])
-    ran = run_exercise(root, learner.workspace, exercise, timeout, together, say)
+    ran = run_exercise(root, learner.workspace, exercise, timeout, together, say, limits)
     status, lines = describe_run(exercise, *ran, timeout, show_output)
     first = _named_function(exercise, ran[0]) or _first_stub(exercise, learner)
-    return Outcome(exercise, status, lines, output=ran[2], first=first)
+    entries = (ran[0]["checks"] + ran[0]["claims"]) if ran[0] else []
+    cheated = bool(ran[0] and (ran[0].get("refused") or ran[0].get("engine_changed")))
+    passed = 0 if cheated else sum(bool(e.get("ok")) for e in entries)
+    return Outcome(exercise, status, lines, output=ran[2], first=first, passed=passed, total=len(entries))

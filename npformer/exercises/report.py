@@ -106,6 +106,20 @@ def _printed(printed, show):
     return ["your code printed:"] + ["  " + line for line in shown] + more
 
 
+SIGNALS = {2: "interrupted (Ctrl-C)", 9: "killed: it went past the memory limit, or was killed",
+           15: "stopped (terminated)", 24: "stopped: it used up its CPU-time limit",
+           25: "stopped: it wrote a file past the size limit", 11: "crashed (segmentation fault)",
+           6: "crashed (aborted)"}
+
+
+def ended(code):
+    """What an exit code says to a learner: "interrupted (Ctrl-C)", not "exit code -2"."""
+    if isinstance(code, int) and (code < 0 or code in (130, 137)):
+        number = -code if code < 0 else code - 128
+        return SIGNALS.get(number, f"ended by signal {number}")
+    return f"your code ended the grading process (exit code {code})"
+
+
 def describe_run(exercise, result, code, printed, stopped, timeout, show_output=False):
     """(status, lines) from a runner's result, exit code, printed lines and stop point."""
     if code == "timeout":
@@ -113,7 +127,14 @@ def describe_run(exercise, result, code, printed, stopped, timeout, show_output=
         return "failing", [f"stopped after {timeout:g} s{where}: an endless loop, or very slow code?"] + \
             _printed(printed, True)
     if result is None:
-        return "failing", [f"your code ended the grading process (exit code {code})"] + _printed(printed, True)
+        if printed and any("MemoryError" in line for line in printed[-5:]):
+            return "failing", ["your code went past the memory limit (MemoryError)"] + _printed(printed, True)
+        return "failing", [ended(code)] + _printed(printed, True)
+    cheats = [f"{line} (refused)" for line in result.get("refused") or []]
+    cheats += [f"your code changed npformer's grader: {name}" for name in result.get("engine_changed") or []]
+    if cheats:
+        return "failing", cheats[:12] + ["an exercise whose code reaches for the grader or npformer's own "
+                                         "functions is not graded"] + _printed(printed, True)
     if result.get("import_failed"):
         error = result["error"]
         where = f" ({error['where']})" if error.get("where") else ""

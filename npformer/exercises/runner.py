@@ -1,25 +1,26 @@
 """Grades one exercise inside its own process (``python -m npformer.exercises.runner``).
 
-    python -m npformer.exercises.runner WORKSPACE EXERCISE RESULT_JSON [--together] [--timeout S]
+    python -m npformer.exercises.runner WORKSPACE EXERCISE --result-fd N [--together] [--timeout S]
 
 The learner's functions for the exercise are taken from their files and patched into
 npformer, everything else stays npformer's own (``--together``: the functions of every
-exercise the training task builds on, for the last stage). The result is written as JSON;
-whatever the learner's code does (print, raise, loop), the grader only reads that file, the
-exit code, the captured output and, on a timeout, the stack at that moment.
+exercise the training task builds on, for the last stage). Before the learner's files run,
+``guard`` is installed (npformer's own graded functions and files refuse the learner's
+code) and the grader's engine is fingerprinted; after judging, a changed engine is a
+verdict of its own. The result goes as JSON down the pipe ``N``, never to a file; what the
+learner's code prints goes to fd 1 and 2, which the grader reads with a cap.
 """
 from __future__ import annotations
 
 import faulthandler
+import json
 import os
 import re
 import sys
 import traceback
 
-from ..files.fileio import write_json
 from . import catalog
 from .judging import judge_exercise
-from .output import capture_output
 
 SHAPE_WORDS = ("matmul", "not aligned", "could not be broadcast", "mismatch in its core dimension")
 
@@ -68,26 +69,94 @@ def specs_to_judge(workspace, exercise, together):
     return [spec for e in workspace.exercises if e.name in names for spec in e.functions(workspace.forward)]
 
 
+ENGINE = ("npformer.testing", "npformer.exercises", "numpy", "builtins")
+
+
+def _contents(value):
+    """What a container of the engine holds, by identity (a table of tolerances edited in place
+    is a changed engine too)."""
+    if isinstance(value, dict):
+        return tuple((k, id(v)) for k, v in list(value.items()))
+    if isinstance(value, (list, set, frozenset)):
+        return tuple(sorted(id(v) for v in value)) if isinstance(value, (set, frozenset)) else \
+            tuple(id(v) for v in value)
+    return None
+
+
+def fingerprint():
+    """{(module, name): (object, code)} of the grader's engine: every module-level name of
+    npformer.testing, npformer.exercises and numpy's top level, and the methods of their
+    classes; the learner's code must leave it as it found it."""
+    from . import guard
+    seen = {}
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not any(module_name == m or module_name.startswith(m + ".") for m in ENGINE[:2]) \
+                and module_name not in ENGINE[2:]:
+            continue
+        for name, value in list(vars(module).items()):
+            if module_name == "builtins" and name.startswith("_"):
+                continue                       # _ is the last value at a prompt
+            if module_name == guard.__name__ and name == "REFUSED":
+                seen[(module_name, name)] = (value, None)       # it grows as refusals are made
+                continue
+            seen[(module_name, name)] = (value, getattr(value, "__code__", None) or _contents(value))
+            if isinstance(value, type) and value.__module__ == module_name:
+                for attr, member in list(vars(value).items()):
+                    seen[(module_name, f"{name}.{attr}")] = (member, getattr(member, "__code__", None))
+    return seen
+
+
+def changed(before):
+    """The names of the engine that differ from ``before`` (``fingerprint``'s)."""
+    now = fingerprint()
+    return sorted(f"{m}.{n}" for (m, n), (value, code) in before.items()
+                  if (m, n) not in now or now[(m, n)][0] is not value or now[(m, n)][1] != code)
+
+
 def main(argv=None):
-    """Grade one exercise; write the result JSON. Exit code 0 whatever the learner's code did."""
+    """Grade one exercise; send the result JSON down the pipe. Exit code 0 whatever the
+    learner's code did."""
     argv = sys.argv[1:] if argv is None else argv
-    directory, name, out_path = argv[:3]
+    directory, name = argv[:2]
+    result_fd = int(argv[argv.index("--result-fd") + 1])
     together = "--together" in argv
     timeout = float(argv[argv.index("--timeout") + 1]) if "--timeout" in argv else None
+    from . import guard
     from .workspace import load_workspace
     workspace, exercise = load_workspace(directory), catalog.find(name)
+    channel = os.fdopen(result_fd, "w", encoding="utf-8")
+    token = sys.stdin.readline().strip()      # the grader's secret: a result without it is not ours
+    sys.stdin.close()
+    sys.stdin = open(os.devnull, encoding="utf-8")
+    judge, send = judge_exercise, json.dumps          # held here: the learner's code may rebind names
     if timeout:                              # the stack at the moment the grader would stop us
-        stack = open(out_path + ".stack", "w", encoding="utf-8")
+        stack = open("stack.txt", "w", encoding="utf-8")
         faulthandler.dump_traceback_later(max(timeout - 1.0, 0.5), exit=True, file=stack)
-    with capture_output(out_path + ".out"):
+    if os.environ.get("NPFORMER_GRADE_EXAMPLES"):      # the teacher's (or a test's) number of draws
+        from . import judging
+        judging.EXAMPLES = int(os.environ["NPFORMER_GRADE_EXAMPLES"])
+    specs = specs_to_judge(workspace, exercise, together)
+    unguarded = guard.install(workspace.directory, os.getcwd(), [catalog.module_path(s) for s in specs])
+    before = fingerprint()
+    refused = {"exercise": name, "checks": [], "claims": []}      # the reason is in result["refused"]
+    try:
+        patches = learner_patches(workspace, specs)
+    except guard.Refused:
+        result = refused
+    except Exception as error:           # their file does not even run: say where
+        result = {"exercise": name, "checks": [], "claims": [], "import_failed": True,
+                  "error": describe(error, workspace.directory)}
+    else:
         try:
-            patches = learner_patches(workspace, specs_to_judge(workspace, exercise, together))
-        except Exception as error:           # their file does not even run: say where
-            result = {"exercise": name, "checks": [], "claims": [], "import_failed": True,
-                      "error": describe(error, workspace.directory)}
-        else:
-            result = judge_exercise(exercise, patches, progress=out_path + ".progress")
-    write_json(out_path, result)
+            result = judge(exercise, patches, progress="progress.txt")
+        except guard.Refused:
+            result = refused
+    result["refused"] = list(dict.fromkeys(guard.REFUSED))
+    result["engine_changed"] = changed(before)
+    result["unguarded"] = unguarded
+    result["token"] = token
+    channel.write(send(result))
+    channel.close()
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sysconfig
 import traceback
 
 import numpy as np
@@ -200,13 +201,18 @@ def per_float_input(returned, args):
 
 
 PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Python's own library and installed packages: a location there tells a learner nothing
+LIBRARIES = tuple(sorted({os.path.abspath(p) + os.sep for p in
+                          (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
+                           sysconfig.get_paths()["platlib"])}))
 
 
 def describe_error(error):
     """ "ValueError: ... (in my_file.py:12, my_function)": the exception and the deepest frame
     outside npformer's own files."""
     frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if not os.path.abspath(f.filename).startswith(PACKAGE + os.sep)]
+              if not os.path.abspath(f.filename).startswith((PACKAGE + os.sep,) + LIBRARIES)
+              and not f.filename.startswith("<")]          # not dataclasses.py, contextlib.py, <frozen ...>
     where = f" (in {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}, {frames[-1].name})" \
         if frames else ""
     hint = ""

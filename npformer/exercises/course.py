@@ -1,0 +1,97 @@
+"""The teacher's record of a hand-out: which exercises, how many points each, what was handed out.
+
+``npformer exercises DIR --course COURSE.json`` writes it beside the hand-out; the teacher keeps
+it, and ``npformer grade SUBMISSIONS --course COURSE.json`` grades every submission by it: the
+exercise list and the points are the course's, never a submission's, and a submission whose
+read-only files (the marker, the README) differ from the hand-out says so.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+from .. import __version__
+from ..files.fileio import write_json
+from . import catalog
+from .workspace import MARKER
+
+KIND = "npformer course"
+FORMAT = 1
+READ_ONLY = (MARKER, "README.md")           # files a learner has no reason to change
+
+
+class CourseError(ValueError):
+    """A course file that cannot be used (message: one line naming it)."""
+
+
+def sha256(path):
+    """The SHA-256 of a file's bytes, or None when it is missing (or not a regular file)."""
+    if os.path.islink(path) or not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Course:
+    """The exercises (``catalog.Exercise``), their ``points``, the track (``forward``) and the
+    SHA-256 of each read-only file as handed out (``manifest``)."""
+
+    exercises: tuple
+    points: dict
+    forward: bool
+    manifest: dict
+    version: str = __version__
+
+    @property
+    def total(self):
+        """The points of the whole course."""
+        return sum(self.points[e.name] for e in self.exercises)
+
+    def applied_to(self, workspace):
+        """(the workspace graded by this course's list, notes on files changed since the hand-out)."""
+        notes = []
+        for name, digest in self.manifest.items():
+            found = sha256(os.path.join(workspace.directory, name))
+            if found != digest:
+                state = "is missing" if found is None else "differs from the hand-out"
+                notes.append(f"{name} {state}; the course's exercise list is used ("
+                             f"{', '.join(e.name for e in self.exercises)})")
+        return dataclasses.replace(workspace, exercises=self.exercises, forward=self.forward), notes
+
+
+def write_course(path, workspace, points=10):
+    """Write the course file of ``workspace`` (just handed out) to ``path``; ``points`` per
+    exercise (a number, or {name: points})."""
+    given = points if isinstance(points, dict) else {e.name: points for e in workspace.exercises}
+    for e in workspace.exercises:
+        value = given.get(e.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise CourseError(f"points: expected a number >= 0 for {e.name}, got {value!r}")
+    data = {"kind": KIND, "format": FORMAT, "npformer": __version__, "forward": workspace.forward,
+            "exercises": [{"name": e.name, "points": given[e.name]} for e in workspace.exercises],
+            "manifest": {name: sha256(os.path.join(workspace.directory, name)) for name in READ_ONLY}}
+    write_json(os.fspath(path), data)
+    return load_course(path)
+
+
+def load_course(path):
+    """The ``Course`` in the JSON file ``path``; ``CourseError`` when it is not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as error:
+        raise CourseError(f"--course: cannot read {path} ({error})") from None
+    if not isinstance(data, dict) or data.get("kind") != KIND or data.get("format") != FORMAT:
+        raise CourseError(f"--course: {path} is not an npformer course file (format {FORMAT}; write one "
+                          f"with `npformer exercises DIR --course FILE`)")
+    try:
+        exercises = tuple(catalog.find(e["name"]) for e in data["exercises"])
+        points = {e["name"]: float(e["points"]) for e in data["exercises"]}
+        manifest = {str(k): v for k, v in data["manifest"].items()}
+        return Course(exercises, points, bool(data["forward"]), manifest, str(data["npformer"]))
+    except (KeyError, TypeError, ValueError) as error:
+        raise CourseError(f"--course: {path} is damaged ({error})") from None

@@ -1,0 +1,165 @@
+"""Running a stranger's code in a process with limits, and ending all of it afterwards.
+
+``run_limited(command, cwd, limits)`` starts ``command`` in a session of its own with the
+resource limits of ``Limits`` (address space, CPU seconds, file size, open files), feeds it
+``stdin`` then end of file, reads what it writes to fd 1 and fd 2 through one pipe keeping at most
+``limits.output`` bytes (the rest is read and counted, so a writer never blocks and never
+fills a disk), stops it after ``limits.wall`` seconds, and then kills every process left in
+its session, including children it forked and detached from its process group.
+
+What this does not stop: the code runs as the user who grades, so it can read and write
+whatever that user can (the grader's own audit hook refuses some of it, see
+``runner``; a container is the real boundary, see docs/teaching.md).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits of one graded process: ``memory`` bytes of address space, ``cpu`` and
+    ``wall`` seconds, ``output`` bytes kept of what it prints, ``file_size`` bytes per file
+    it writes, ``files`` open at once."""
+
+    memory: int = 4 * GIB
+    cpu: float = 300.0
+    wall: float = 120.0
+    output: int = 256 * 1024
+    file_size: int = 64 * 1024 * 1024
+    files: int = 256
+
+    def __post_init__(self):
+        for name in ("memory", "cpu", "wall", "output", "file_size", "files"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"{name}: expected a positive number, got {value!r}")
+
+
+@dataclass
+class Ran:
+    """What a limited run gave: ``code`` (exit code, negative for a signal, or "timeout"),
+    ``output`` (bytes kept), ``dropped`` (bytes read past the cap), ``seconds``, ``killed``
+    (processes still alive in its session when it ended, and ended by us)."""
+
+    code: object
+    output: bytes
+    dropped: int
+    seconds: float
+    killed: int
+
+
+def _set_limits(limits):
+    import resource
+
+    def apply():
+        def cap(kind, value, spare=0):
+            soft, hard = resource.getrlimit(kind)
+            value = int(value) if hard == resource.RLIM_INFINITY else min(int(value), hard)
+            top = value + spare if hard == resource.RLIM_INFINITY else min(value + spare, hard)
+            resource.setrlimit(kind, (value, top))
+        cap(resource.RLIMIT_AS, limits.memory)
+        cap(resource.RLIMIT_CPU, max(1, int(limits.cpu)), spare=2)   # SIGXCPU first, then SIGKILL
+        cap(resource.RLIMIT_FSIZE, limits.file_size)
+        cap(resource.RLIMIT_NOFILE, limits.files)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))   # no core dumps of a 4 GiB process
+    return apply
+
+
+def session_members(sid):
+    """The pids of the live processes of session ``sid`` (read from /proc; [] elsewhere)."""
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        # after the command's name: state, ppid, pgrp, session
+        if len(fields) > 3 and fields[0] != "Z" and int(fields[3]) == sid:
+            found.append(int(name))
+    return found
+
+
+def end_session(sid):
+    """Kill every process of session ``sid`` (its process group first); how many were alive."""
+    members = [pid for pid in session_members(sid) if pid != os.getpid()]
+    try:
+        os.killpg(sid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for _ in range(3):                       # a fork may land between reading /proc and killing
+        for pid in session_members(sid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if not session_members(sid):
+            break
+        time.sleep(0.05)
+    return len(members)
+
+
+class _CappedReader(threading.Thread):
+    """Reads a pipe to its end, keeping the first ``cap`` bytes and counting the rest."""
+
+    def __init__(self, stream, cap):
+        super().__init__(daemon=True)
+        self.stream, self.cap, self.kept, self.dropped = stream, cap, bytearray(), 0
+
+    def run(self):
+        while True:
+            chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
+            if not chunk:
+                return
+            room = self.cap - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+            self.dropped += max(0, len(chunk) - max(room, 0))
+
+
+def run_limited(command, cwd, limits=Limits(), env=None, pass_fds=(), on_wait=None, stdin=b""):
+    """Run ``command`` under ``limits`` (see the module); returns ``Ran``. ``on_wait(elapsed)``
+    is called about four times a second while it runs; ``stdin``: the bytes it reads (then
+    end of file)."""
+    began = time.monotonic()
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
+                               preexec_fn=_set_limits(limits))
+    reader = _CappedReader(process.stdout, limits.output)
+    reader.start()
+    try:
+        process.stdin.write(stdin)
+        process.stdin.close()
+    except OSError:                        # it ended (or closed its stdin) without reading
+        pass
+    code = None
+    try:
+        while code is None:
+            try:
+                code = process.wait(timeout=0.25)
+            except subprocess.TimeoutExpired:
+                elapsed = time.monotonic() - began
+                if elapsed > limits.wall:
+                    code = "timeout"
+                elif on_wait is not None:
+                    on_wait(elapsed)
+    finally:
+        killed = end_session(process.pid)     # its children too, whatever it did with them
+        process.wait()
+        reader.join(timeout=2.0)
+        process.stdout.close()
+    return Ran(code, bytes(reader.kept), reader.dropped, time.monotonic() - began, killed)

@@ -1,0 +1,142 @@
+"""Grading a class: the course file decides the exercises and points, the gradebook's formats
+are what their readers expect (Gradescope's results.json, JUnit XML parsed back), grading in
+parallel gives the same reports as one at a time, and a learner reads plain words for how
+their code ended."""
+import csv
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from npformer.exercises import catalog
+from npformer.exercises.course import CourseError, load_course, write_course
+from npformer.exercises.gradebook import grade_class, gradescope_results, junit_xml
+from npformer.exercises.report import describe_run, ended
+from npformer.exercises.workspace import write_workspace
+
+ROOT = Path(__file__).resolve().parent.parent
+RIGHT = "    return y * (d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True))\n"
+WRONG = "    return d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True)\n"
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Three submissions of one exercise (right, a seeded mistake, not started), graded by the
+    CLI two at a time, and again in this process one at a time."""
+    root = tmp_path_factory.mktemp("course")
+    subs = root / "subs"
+    key = write_workspace(subs / "ada", only=["softmax"], solutions=True)
+    wrong = write_workspace(subs / "bo", only=["softmax"], solutions=True)
+    path = Path(wrong.directory) / "t03_softmax.py"
+    path.write_text(path.read_text().replace(RIGHT, WRONG))
+    write_workspace(subs / "cy", only=["softmax"])
+    course_file = root / "course.json"
+    write_course(course_file, key, points=5)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NPFORMER_GRADE_EXAMPLES": "8"}
+    ran = subprocess.run([sys.executable, "-m", "npformer", "grade", str(subs), "--course", str(course_file),
+                          "--out", str(root / "book"), "--jobs", "2", "--gradescope", "--junit",
+                          "--timeout", "300"], capture_output=True, text=True, env=env, cwd=root)
+    os.environ["NPFORMER_GRADE_EXAMPLES"] = "8"
+    try:
+        sequential = grade_class([subs], load_course(course_file), root / "book1", jobs=1, timeout=300,
+                                 progress=lambda text: None)
+    finally:
+        os.environ.pop("NPFORMER_GRADE_EXAMPLES")
+    return ran, root / "book", sequential
+
+
+def test_the_cli_writes_the_gradebook_with_the_courses_points(graded):
+    ran, book, _ = graded
+    assert ran.returncode == 0, ran.stderr
+    assert "[3/3]" in ran.stderr                      # the progress line
+    with open(book / "gradebook.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["submission"], r["exercise"], r["status"], float(r["points"])) for r in rows] == [
+        ("ada", "softmax", "done", 5.0), ("bo", "softmax", "failing", 0.0), ("cy", "softmax", "not started", 0.0)]
+    ada = next(r for r in rows if r["submission"] == "ada")
+    assert int(ada["checks_passed"]) == int(ada["checks"]) > 0
+    bo = json.loads((book / "submissions" / "bo.json").read_text())
+    assert bo["max_score"] == 5 and "softmax" in bo["exercises"][0]["report"]
+
+
+def test_gradescope_results_follow_its_schema(graded):
+    _, book, _ = graded
+    for name, score in (("ada", 5.0), ("bo", 0.0)):
+        data = json.loads((book / "gradescope" / name / "results.json").read_text())
+        assert isinstance(data["score"], float) and data["score"] == score
+        (test,) = data["tests"]
+        assert set(test) == {"name", "score", "max_score", "status", "output"}
+        assert isinstance(test["score"], float) and isinstance(test["max_score"], float)
+        assert test["status"] in ("passed", "failed") and isinstance(test["output"], str)
+        assert (test["status"] == "passed") == (score == 5.0)
+    assert not (book / "results.json").exists()      # only for a single submission
+
+
+def test_junit_xml_parses_back(graded):
+    _, book, _ = graded
+    suites = ET.parse(book / "junit.xml").getroot()
+    assert suites.tag == "testsuites"
+    found = {s.get("name"): s for s in suites.findall("testsuite")}
+    assert sorted(found) == ["ada", "bo", "cy"]
+    assert found["ada"].get("failures") == "0" and found["ada"].find("testcase/failure") is None
+    failure = found["bo"].find("testcase/failure")
+    assert failure.get("type") == "failing" and "softmax" in failure.text
+
+
+def test_parallel_grading_gives_the_same_reports_as_sequential(graded):
+    _, book, sequential = graded
+    parallel = [json.loads((book / "submissions" / f"{name}.json").read_text()) for name in ("ada", "bo", "cy")]
+    assert parallel == json.loads(json.dumps(sequential))
+
+
+def test_a_course_file_is_checked(tmp_path):
+    (tmp_path / "c.json").write_text('{"kind": "something else"}')
+    with pytest.raises(CourseError, match="not an npformer course file"):
+        load_course(tmp_path / "c.json")
+    ws = write_workspace(tmp_path / "ws", only=["softmax"])
+    with pytest.raises(CourseError, match="points: expected a number >= 0 for softmax, got -1"):
+        write_course(tmp_path / "d.json", ws, points=-1)
+
+
+def test_gradescope_and_junit_of_a_submission_not_graded():
+    book = {"submission": "dee", "score": 0.0, "max_score": 10.0, "notes": ["no marker"], "exercises": [
+        {"exercise": "softmax", "label": "01 softmax", "status": "not graded", "checks_passed": 0, "checks": 0,
+         "points": 0.0, "max_points": 10.0, "report": "not a workspace"}]}
+    assert gradescope_results(book)["tests"][0]["status"] == "failed"
+    assert ET.fromstring(junit_xml([book]).split("\n", 1)[1]).find("testsuite").get("failures") == "1"
+
+
+def test_how_the_code_ended_is_said_in_plain_words():
+    assert ended(-2) == "interrupted (Ctrl-C)"
+    assert "CPU-time limit" in ended(-24) and "memory limit" in ended(-9)
+    exercise = catalog.find("softmax")
+    status, lines = describe_run(exercise, None, "timeout", ["step 1 of 1000"],
+                                 "softmax_backward (t03_softmax.py:56)", 5)
+    assert status == "failing" and "in softmax_backward (t03_softmax.py:56)" in lines[0]
+    assert "  step 1 of 1000" in lines
+
+
+def test_the_gradescope_recipe_runs_here(tmp_path):
+    """run_autograder's commands, with Gradescope's folders moved under tmp_path: a hand-out,
+    the teacher's course file, a student's upload of the answer key -> results.json, full marks."""
+    recipe = ROOT / "npformer" / "exercises" / "gradescope"
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "npformer").symlink_to(ROOT / "npformer")
+    handout = write_workspace(source / "handout", only=["softmax"])
+    write_course(source / "course.json", handout, points=3)
+    key = write_workspace(tmp_path / "key", only=["softmax"], solutions=True)
+    upload = tmp_path / "submission"
+    upload.mkdir()
+    (upload / "t03_softmax.py").write_text((Path(key.directory) / "t03_softmax.py").read_text())
+    env = {**os.environ, "AUTOGRADER_SOURCE": str(source), "SUBMISSION": str(upload),
+           "RESULTS": str(tmp_path / "results"), "NPFORMER_GRADE_EXAMPLES": "8", "PYTHON": sys.executable}
+    ran = subprocess.run(["bash", str(recipe / "run_autograder")], capture_output=True, text=True, env=env)
+    assert ran.returncode == 0, ran.stderr
+    data = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert data["score"] == 3.0 and data["tests"][0]["status"] == "passed"
+    assert "set -euo pipefail" in (recipe / "setup.sh").read_text()
