@@ -38,9 +38,9 @@ def fewer_draws(monkeypatch):
     too: a less shrunk example tells mistakes apart at least as well (it has more numbers that
     differ), and shrinking is most of a failing exercise's time."""
     import npformer.exercises.judging as judging
-    import npformer.testing.conformance as conformance
+    import npformer.testing.search as search
     monkeypatch.setattr(judging, "EXAMPLES", 12)
-    monkeypatch.setattr(conformance, "SHRINK_CALLS", 20)
+    monkeypatch.setattr(search, "SHRINK_CALLS", 20)
 
 
 def exercise_of(path):

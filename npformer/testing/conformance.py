@@ -17,80 +17,23 @@ from .needs import require_hypothesis
 require_hypothesis("npformer.testing.conform")     # one line naming the extra, before hypothesis is imported
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import example as hypothesis_example
-from hypothesis import seed as hypothesis_seed
 
 from . import components as catalogue
 from . import conventions as known_conventions
 from . import mistakes, properties, protocol, strategies
-from .compare import compare_tensor, equal
+from .compare import compare_tensor
+from .diagnosis import matching_mistakes, message_of, smallest_failure
 from .mistakes.registry import applicable, stale_warning
-from .patching import patched
-from .problem import same_error
 from .properties.registry import precision as property_precision
 from .report import CheckResult, ConformanceReport, Failure
 from .scope import OutOfScope, Scope
+from .search import explore
 from .subject import Subject, describe_error
 
 TOLERANCES = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2}
 # below these two results agree whatever their size: what cancelling terms of size ~1 leave
 ABS_TOLERANCES = {"float64": 1e-12, "float32": 1e-6, "float16": 1e-3, "bfloat16": 1e-2}
 VACUOUS_WITHOUT = {"no_fully_masked": ("no readable key", "nothing readable")}   # property texts
-
-
-SHRINK_CALLS = 100             # examples hypothesis may try while shrinking one failure
-
-
-class _Found(Exception):
-    """Raised inside a hypothesis search to mark an example as failing."""
-
-
-class _Enough(BaseException):
-    """Raised inside a hypothesis search to stop shrinking (hypothesis lets it through)."""
-
-
-def search(strategy, failing, examples, seed, corners=()):
-    """The smallest example hypothesis can find, within ``SHRINK_CALLS`` tries of shrinking
-    (a bound on time that gives the same example on every machine), for which
-    ``failing(example)`` is true, or None. ``corners``: examples tried first, whatever
-    hypothesis draws (one that fails is shrunk)."""
-    found, tries = [], [0]
-
-    @hypothesis_seed(seed)
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
-              phases=(Phase.explicit, Phase.generate, Phase.shrink), verbosity=Verbosity.quiet)
-    @given(strategy)
-    def probe(example):
-        if found:
-            tries[0] += 1
-            if tries[0] > SHRINK_CALLS:
-                raise _Enough
-        if failing(example):
-            found.append(example)
-            raise _Found
-    for corner in reversed(corners):
-        probe = hypothesis_example(corner)(probe)
-    try:
-        probe()
-    except (_Found, _Enough):
-        return found[-1]                  # the last one that failed: the smallest so far
-    return None
-
-
-def explore(strategy, record, examples, seed, corners=()):
-    """Run ``record(example)`` on the corners, then on ``examples`` drawn examples (none shrunk)."""
-    @hypothesis_seed(seed)
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck), phases=(Phase.explicit, Phase.generate),
-              verbosity=Verbosity.quiet)
-    @given(strategy)
-    def probe(example):
-        record(example)
-    for corner in reversed(corners):
-        probe = hypothesis_example(corner)(probe)
-    probe()
 
 
 def factors(component, example):
@@ -267,7 +210,7 @@ class Checker:
                 continue
             check.examples += 1
             if failure is not None and check.failure is None:
-                check.failure = Failure(None, _message(failure))
+                check.failure = Failure(None, message_of(failure))
 
     def run(self, examples, seed):
         """[CheckResult]: every check on ``examples`` drawn inputs (and the corners), each failure
@@ -287,10 +230,6 @@ class Checker:
                 for p in properties.of(self.component.name)]
         return list(self.results.values()) + fixed_properties(self.subject, self.tolerance()) + \
             self.vacuous_checks()
-
-
-def _message(found):
-    return found if isinstance(found, str) else found["message"]
 
 
 def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0, rtol=None,
@@ -424,87 +363,6 @@ def as_subject(component, forward, backward=None, vjp=None, scope=None):
             from .references import decode_all
             return decode_all(step, q, k, v)
     return Subject(component, forward, backward, vjp, name=name, signature_of=signature_of, scope=scope)
-
-
-def smallest_failure(checker, name, examples, seed, shrunk=None):
-    """The check ``name``'s failure on the smallest example hypothesis finds, diagnosed.
-    ``shrunk``: examples already shrunk for other checks, tried first (and added to)."""
-    def fails(example):
-        return checker.compare(example, only=name).get(name) is not None
-    shrunk = [] if shrunk is None else shrunk
-    example = next((e for e in shrunk if fails(e)), None)
-    # hypothesis's own search first, for an example it can shrink; the corners if it finds none
-    example = example or search(checker.strategy, fails, examples, seed) or \
-        search(checker.strategy, fails, examples, seed, checker.corners)
-    if example is None:                                   # flaky: keep what the first search saw
-        return checker.results[name].failure
-    if not any(e is example for e in shrunk):
-        shrunk.append(example)
-    found = checker.compare(example, only=name)[name]
-    failure = Failure(example, _message(found), diagnoses=[] if isinstance(found, str) else found["diagnoses"],
-                      rel_error=None if isinstance(found, str) else found.get("rel_error"))
-    if not name.startswith(("output", "gradient")):
-        return failure
-    failure.matches = checker.matches(example, outputs_only=name.startswith("output"))
-    if not failure.matches:                # two wrong lines in one function: each one's hint
-        failure.matches = matching_pairs(checker, example, outputs_only=name.startswith("output"))
-    failure.mistake = failure.matches[0] if failure.matches else None
-    return failure                    # its generic diagnoses are shown only if no mistake is named
-
-
-def matching_mistakes(checker, examples, outputs_only=False):
-    """The catalogued mistakes that compute exactly what the implementation computed on every
-    one of ``examples`` (and differ from the reference on one), in catalogue order; raising
-    the same error on an example counts as computing the same. ``outputs_only``: compare the
-    outputs alone (a wrong output is a forward's mistake, whatever the backward beside it does)."""
-    tol = checker.tolerance()
-    outputs_only = outputs_only or not checker.subject.differentiates
-
-    def results(subject):
-        found = [subject.result(e) for e in examples]
-        if not outputs_only:
-            return found
-        outputs = [{k: v for k, v in values.items() if k.startswith("output")} for values, _ in found]
-        # an error raised after the output was computed (in the backward) is no output's mistake
-        return [(kept, None if kept else error) for kept, (_, error) in zip(outputs, found)]
-    theirs = results(checker.subject)
-    right = results(checker.reference)
-    found = []
-    for entry in checker.candidates:      # (mistake, patches), or a mistake the grader chose
-        candidate, patches = entry if isinstance(entry, tuple) else (entry, None)
-        try:
-            patches = patches if patches is not None else candidate.patches()
-        except ValueError:                # a stale edit: not what this code computes
-            continue
-        with patched(patches):
-            wrong = results(checker.reference)
-        if all(_same_result(w, t, tol) for w, t in zip(wrong, theirs)) and \
-                not all(_same_result(w, r, 1e-12) for w, r in zip(wrong, right)):
-            found.append(candidate)
-    return found
-
-
-def matching_pairs(checker, example, outputs_only):
-    """``matching_mistakes`` over pairs of the candidates made in one function (``mistakes.pairs``)."""
-    kept = checker.candidates
-    try:
-        checker.candidates = mistakes.pairs(kept)
-        return matching_mistakes(checker, [example] + checker.seen + checker.ran, outputs_only) \
-            if checker.candidates else []
-    finally:
-        checker.candidates = kept
-
-
-def _same_result(a, b, tol):
-    (values_a, error_a), (values_b, error_b) = a, b
-    if error_a is not None or error_b is not None:
-        return same_error(error_a, error_b)
-    return _same(values_a, values_b, tol)
-
-
-def _same(a, b, tol):
-    """True when two outcomes hold the same names and equal arrays (``compare.equal``)."""
-    return bool(a) and set(a) == set(b) and all(equal(x, b[name], tol) for name, x in a.items())
 
 
 def fixed_properties(subject, tolerance=1e-9):

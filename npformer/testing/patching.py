@@ -130,6 +130,10 @@ def compile_function(source, name, namespace, filename):
     return scope[name]
 
 
+class StaleMistake(ValueError):
+    """A catalogued edit whose text no longer appears in its function's source."""
+
+
 def edited(path, old, new):
     """npformer's function at ``path`` with the text ``old`` of its source replaced by ``new``
     (exactly one occurrence; tuples of texts for several edits, made in turn), compiled in the
@@ -140,7 +144,6 @@ def edited(path, old, new):
     for before, after in zip(*((old, new) if isinstance(old, tuple) else ((old,), (new,)))):
         count = source.count(before)
         if count != 1:
-            from .mistakes.registry import StaleMistake
             raise StaleMistake(f"edit of {path}: expected the text once in its source, found it {count} "
                              f"times: {before!r}")
         source = source.replace(before, after)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..patching import ROOT, StaleMistake, edited, resolve
+
 CATALOGUE = []                   # every Mistake, in the order they were written
 
 
@@ -27,13 +29,11 @@ class Mistake:
     @property
     def qualname(self):
         """The function's name inside its file ("softmax_backward", "MultiHeadAttention.backward")."""
-        from ..patching import ROOT, resolve
         module = resolve(f"{ROOT}.{self.function}")[0]
         return f"{ROOT}.{self.function}"[len(module.__name__) + 1:]
 
     def patches(self):
         """{"npformer.<function>": the wrong function}, for ``patching.patched``."""
-        from ..patching import ROOT, edited
         path = f"{ROOT}.{self.function}"
         return {path: edited(path, self.old, self.new)}
 
@@ -43,10 +43,6 @@ def mistake(name, function, old, new, says, recheck):
     found = Mistake(name, function, old, new, says, recheck)
     CATALOGUE.append(found)
     return found
-
-
-class StaleMistake(ValueError):
-    """A catalogued edit whose text no longer appears in its function's source."""
 
 
 def applicable(mistakes):
