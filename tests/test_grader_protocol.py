@@ -120,7 +120,7 @@ def test_train_alone_holds_on_an_answer_key_on_the_learners_own_softmax(tmp_path
     assert mark.exists()
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_a_full_answer_key_grades_all_done_through_the_cli(tmp_path):
     """`npformer exercises KEY --solutions` then `npformer grade KEY` in fresh processes: every
     exercise done, exit 0 (about two minutes on two shared cores)."""

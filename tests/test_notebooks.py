@@ -13,6 +13,7 @@ def test_there_is_one_notebook_per_article():
     assert [p.name for p in NOTEBOOKS] == ["01_main_article.ipynb", "02_overview_article.ipynb"]
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_from_scratch(path):
     nbformat = pytest.importorskip("nbformat", reason="running the notebooks needs nbformat, "

@@ -90,7 +90,7 @@ def test_the_version_is_written_once():
     assert sources == [REPO / "npformer" / "__init__.py"], sources
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_the_wheel_installs_in_a_fresh_venv_and_runs_from_elsewhere(tmp_path):
     dist = tmp_path / "dist"
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(dist),
