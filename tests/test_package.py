@@ -119,7 +119,7 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_from_elsewhere(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
     bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
     python = bin_dir / "python"
-    installed = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+    installed = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--ignore-installed",
                                 str(wheel)], capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stderr[-2000:]
     elsewhere = tmp_path / "elsewhere"

@@ -112,7 +112,8 @@ def pairs(candidates):
     mistake explains (two wrong lines of AdamW). Its ``says`` gives each one's hint. At most
     ``PAIRS_AT_MOST`` pairs per function are formed (none beyond: a search too wide to be quick)."""
     by_function = {}
-    for found in candidates:
+    for found in candidates:              # a mistake, or (mistake, its patches)
+        found = found[0] if isinstance(found, tuple) else found
         by_function.setdefault(found.function, []).append(found)
     made = []
     for function, found in by_function.items():
