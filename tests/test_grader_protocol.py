@@ -110,9 +110,10 @@ def test_train_alone_holds_on_an_answer_key_on_the_learners_own_softmax(tmp_path
     assert source.count(signature) == 1
     file.write_text(source.replace(signature, signature + f"    open({str(mark)!r}, 'w').close()\n"))
     out = tmp_path / "train.json"
-    subprocess.run([sys.executable, "-m", "npformer.exercises.runner", str(tmp_path / "key"), "train",
-                    str(out), "--together"], check=True, env=_fresh_env(NPFORMER_TRACK="fast"),
-                   cwd=tmp_path, timeout=300)
+    with open(out, "w") as channel:
+        subprocess.run([sys.executable, "-m", "npformer.exercises.runner", str(tmp_path / "key"), "train",
+                        "--result-fd", str(channel.fileno()), "--together"], check=True, pass_fds=(channel.fileno(),),
+                       env=_fresh_env(NPFORMER_TRACK="fast"), cwd=tmp_path, timeout=300, input="", text=True)
     result = json.loads(out.read_text())
     assert [c["ok"] for c in result["claims"]] == [True], result["claims"]
     assert "held-out accuracy 100.0%" in result["claims"][0]["detail"] or \
