@@ -60,8 +60,8 @@ MAIN = [
 
 这个笔记本按文章的小节顺序走一遍：每节先用 npformer 重算文章里的数，并用 `assert`
 核对（文章印三位小数，就核对到 5e-4）；再画出这一节的图；最后一个“改一改，看看”单元，
-换一个数重新运行，观察什么变了。文章的例句（“商品有质量问题，运费谁承担？”“商家 承担 运费”
-“客户退款给商家”）直接当作数据使用。
+换一个数重新运行，观察什么变了。文章的例句（“货有质量问题时，运费由谁出？”“商家 承担 运费”
+“买家付钱给商家”）直接当作数据使用。
 
 运行方式：在仓库根目录 `pip install -e .`，然后 `jupyter notebook notebooks/`。
 """),
@@ -74,7 +74,7 @@ MAIN = [
 """),
     code('''
 from npformer import Embedding
-sentences = ["商品有质量问题，运费谁承担？", "无理由退货，运费谁承担？"]
+sentences = ["货有质量问题时，运费由谁出？", "无理由退货时，运费由谁出？"]
 vocab = sorted(set("".join(sentences)))
 ids = [np.array([[vocab.index(c) for c in s]]) for s in sentences]
 table = Embedding(len(vocab), 8, rng=np.random.default_rng(0), dtype=np.float64)
@@ -84,7 +84,7 @@ assert np.array_equal(rows[0][yun[0]], rows[1][yun[1]])  # 同一行，与上下
 print("两句中“运”的向量相同：", np.round(rows[0][yun[0]], 3))
 '''),
     md("""
-## 先看位置之间为什么需要交换信息
+## 第一节：位置之间要互通信息
 
 X 的形状是 4 × 8：四个位置，每个位置八个数。只对每行做同样的变换，行与行之间没有交流；
 对前文求平均，读取方式又不随问题改变。数字：`npformer examples 01`、`npformer examples 18`。
@@ -106,7 +106,7 @@ X2 = X.copy(); X2[2] += 5.0
 print(np.abs(X2 @ W - row_wise).max(axis=1).round(3))
 '''),
     md("""
-## Q、K、V 从同一个输入出来，为什么却不同
+## 第二节：一份输入，三种投影
 
 q = xWq，k = xWk，v = xWv：三组不同的矩阵。npformer 把三者放在一个融合投影里
 （`t04_attention.py` 的 `MultiHeadAttention.qkv`，再由 `split_heads` 切开）。
@@ -163,7 +163,7 @@ out, _ = attend(np.array([[1.0, 1.0]]), k, v)
 print(out.round(3))
 '''),
     md("""
-## 训练时答案已经在后面，模型怎样避免偷看
+## 第三节：不许偷看后文
 
 训练文本“商家 承担 运费”：因果掩码 M 把未来位置的分数设为负无穷，softmax 后权重为 0；
 每个位置都能看自己。左侧补齐的位置由填充掩码遮住。代码：`t04_attention.py` 的
@@ -190,7 +190,7 @@ show(pictures.masks)
 print(softmax(S).round(3)[0], "对比", W_causal.round(3)[0])
 '''),
     md("""
-## 多头不是多算几遍同样的东西
+## 第四节：多个头各有分工
 
 d = 8、两个头，每头 D = 4：X [B, N, 8] → Q [B, 2, N, 4]，每个头一张 [N, N] 权重表，拼回
 [B, N, 8] 再乘 Wo。代码：`MultiHeadAttention`（`split_heads`、`out`）；数字：`npformer examples 04`；
@@ -215,16 +215,16 @@ y4, c4 = mha4.forward(Xb, mask=causal_mask(5))
 print(mha4.head_dim, c4.weights.shape, y4.shape)
 '''),
     md("""
-## 位置编码怎样让顺序进入匹配
+## 第五节：让顺序进入匹配
 
-“客户退款给商家”和“商家退款给客户”的字一样、方向相反。加位置向量：xᵢ = token + position；
+“买家付钱给商家”和“商家付钱给买家”的字一样、方向相反。加位置向量：xᵢ = token + position；
 RoPE 则旋转 Q、K 的分量对：q、k 都是 [1, 0]，角度差 60° 时点积为 0.5，而且只和位置差有关。
 代码：`t01_embedding.py` 的 `LearnedPositions`、`sinusoid_table`，`t05_rope.py` 的 `Rotary`、`rotate`；
 数字：`npformer examples 05`、`06`；图：`05_sinusoid.png`、`05_rope.png`。
 """),
     code('''
 from npformer.t05_rope import Rotary, rotate
-a, b = "客户退款给商家", "商家退款给客户"
+a, b = "买家付钱给商家", "商家付钱给买家"
 assert sorted(a) == sorted(b) and a != b                 # 同样的字，不同的顺序
 
 def turn(vec, degrees):
@@ -250,7 +250,7 @@ show(pictures.rope)
 print(at(rq, 0) @ at(rk, 4), at(rq, 10) @ at(rk, 14), at(rq, 0) @ at(rk, 3))
 '''),
     md("""
-## Attention 后面为什么还需要 FFN、残差和归一化
+## 第六节：Attention 之后的 FFN、残差、归一化
 
 文章的 FFN：x = [1, -1]，W₁ = [[1,0,1],[0,1,-1]] 得 [1,-1,2]，ReLU 得 [1,0,2]，乘 W₂ 得 [1,2]。
 SwiGLU 门：3 × 0.2 = 0.6。残差：[2,1] + [0.1,-0.2] = [2.1,0.8]。LayerNorm([1,3]) = [-1,1]，
@@ -294,7 +294,7 @@ for f in (lambda t: layernorm_forward(t, np.ones(2), np.zeros(2), eps=0.0)[0],
     print(f(np.array([[[1.0, 5.0]]]))[0, 0].round(3))
 '''),
     md("""
-## 多层之后，怎样变成下一个 Token 的分数
+## 第七节：从最后一层到下一个 Token 的分数
 
 教学词表只有“商家”“买家”“未知”，logits [2, 1, 0]，softmax ≈ [0.665, 0.245, 0.090]。
 代码：`t10_model.py` 的 `DecoderLM.forward`、`TiedHead`，`t03_softmax.py` 的 `softmax`，
@@ -313,7 +313,7 @@ show(pictures.logits_to_probabilities)
 print(softmax(logits + 10).round(3), softmax(2 * logits).round(3))
 '''),
     md("""
-## 把整条链写成一个小型前向程序
+## 第八节：整条前向链写成小程序
 
 文章的 TinyDecoder：词表 50、宽度 8、两个头、最长 16，输入 ID 3 8 12 5 17 42 23 6。
 npformer 的同一结构是 `DecoderLM(DecoderConfig(...))`（`t10_model.py`）；逐层走一遍：
@@ -342,7 +342,7 @@ l4, c4 = m4.forward(ids)
 print(m4.config.head_dim, c4.attention(0).shape, l4.shape)
 '''),
     md("""
-## 再看 GQA 和 MoE：它们修改了哪一部分
+## 第九节：GQA 与 MoE 各改了哪里
 
 32 个 Query 头配 8 个 KV 头：每四个 Query 头共享一组 K/V，缓存降到四分之一；八个一千万参数的专家，
 每个 Token 选两个：专家共八千万，活跃两千万。最后是三种骨干结构的可见范围。代码：
@@ -372,10 +372,10 @@ print(kv_bytes(1) / kv_bytes(H))
 
 OVERVIEW = [
     md("""
-# 概览：《Transformer 到底在算什么？一文看懂 Attention》
+# 概览：《Transformer 到底在算什么？》（副标题讲 Attention）
 
 按文章的十六节加总结逐节走：先用 npformer 重算（`assert` 核对文章的数或性质），再看图，最后一个
-“改一改，看看”。文章的例句（“狗追猫 / 猫追狗”“小明把杯子放到桌子上，因为它很稳。”）当作数据。
+“改一改，看看”。文章的例句（“狗追猫 / 猫追狗”“小红把书塞进箱子，因为它很大。”）当作数据。
 """),
     code(SETUP),
     md("""
@@ -417,7 +417,7 @@ print(vec.shape, vec.dtype, vec.nbytes, "字节")
 print(emb.astype(np.float64)(np.array([[7]])).nbytes)
 '''),
     md("""
-## 三、为什么需要位置信息？
+## 三、位置信息为何必需
 
 “狗追猫”和“猫追狗”：没有位置时，自注意力对排列是等变的——换了顺序，每个字得到的向量也只是跟着换了位置，
 整句的“集合”完全一样。加上位置向量后就不同了。代码：`LearnedPositions`、`DecoderConfig.positions`；
@@ -450,12 +450,12 @@ show(pictures.sinusoid)
     md("""
 ## 四、Self-Attention 解决什么问题？
 
-“小明把杯子放到桌子上，因为它很稳。”——“它”的位置需要从前文读取信息。下面用随机权重的小模型看
+“小红把书塞进箱子，因为它很大。”——“它”的位置需要从前文读取信息。下面用随机权重的小模型看
 “它”这一行的权重：可以读所有之前的字，但随机模型的权重没有语义。代码：`t04_attention.py`。
 """),
     code('''
 from npformer.t04_attention import causal_mask
-sentence = "小明把杯子放到桌子上，因为它很稳。"
+sentence = "小红把书塞进箱子，因为它很大。"
 chars = list(sentence)
 vocab = sorted(set(chars))
 tok = Embedding(len(vocab), 8, rng=np.random.default_rng(0), dtype=np.float64)
@@ -467,7 +467,7 @@ for ch, w in zip(chars, row):
     print(ch, "#" * int(round(w * 60)))
 '''),
     change('''
-# 把句子改成 "小明把杯子放到桌子上，因为它很满。"，再运行上一格：随机模型并不会因此改判。
+# 把句子改成 "小红把书塞进箱子，因为它很薄。"，再运行上一格：随机模型并不会因此改判。
 '''),
     md("""
 ## 五、Query、Key 和 Value
@@ -550,7 +550,7 @@ show(pictures.heads)
 print(MultiHeadAttention(8, 8, rng=np.random.default_rng(7)).head_dim)
 '''),
     md("""
-## 九、为什么需要因果遮罩？
+## 九、因果遮罩的用处
 
 位置 t 只能看位置 1～t。“因果遮罩”与主文的“因果掩码”是同一个东西（`causal_mask`）。
 数字：`npformer examples 03`；图：`03_masks.png`。
@@ -679,7 +679,7 @@ show(pictures.kv_memory)
 # 把前缀长度 4 改成 1：一个一个地喂，结果仍然一样。
 '''),
     md("""
-## 十六、上下文越长，计算为何越贵？
+## 十六、长上下文的计算代价
 
 注意力表是 N × N：长度翻倍，分数个数变成四倍；滑动窗口把它限制在 N × w。数字：`npformer examples 15`；
 图：`15_attention_cost.png`。
@@ -703,7 +703,7 @@ print(sliding_window_mask(512, 64).sum(axis=1).max())
 
 1. Embedding 把 Token ID 变成向量（第二节）；2. 位置信息让模型理解顺序（第三节）；
 3. Attention 跨位置读取（第四～八节）；4. MLP 在位置内部做非线性计算（第十节）；
-5. 因果遮罩阻止偷看（第九节）；6. 残差和归一化让深层网络稳定（第十一、十二节）；
+5. 第九节：遮住未来的位置；6. 第十一、十二节：残差与归一化稳住深层网络；
 7. KV Cache 加速生成，但占显存（第十五节）。下一步：`npformer exercises ws` 自己写一遍反向传播。
 """),
 ]

@@ -109,7 +109,7 @@ def backbones():
     _mask_table(axes[1], causal_mask(n), "Decoder-only（DecoderLM）\n因果读取：只看自己和之前")
     _mask_table(axes[2], causal_mask(n), "Encoder-decoder：解码器自注意力\n因果")
     _mask_table(axes[3], np.ones((n, m), bool), "Encoder-decoder：交叉注意力 CrossAttention\n"
-                "Q 来自中文侧，K/V 来自英文编码", xlabel="源语言位置（编码器输出）",
+                "查询 Q 取自解码器（中文），K/V 取自编码器（英文）", xlabel="源语言位置（编码器输出）",
                 ylabel="目标语言位置（解码器）")
     fig.suptitle("三种骨干结构的可见范围（“读”= 可以读取，“×”= 被掩码遮住）", fontsize=10)
     return fig
