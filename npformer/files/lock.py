@@ -127,7 +127,7 @@ def writer_lock(directory, on_stale=None):
     try:
         yield lock
     finally:
-        lock.depth -= 1
+        lock.depth = lock.depth - 1
         if lock.depth == 0:
             del _held[key]
             lock.release()
