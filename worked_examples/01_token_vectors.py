@@ -47,7 +47,9 @@ def run(out=print):
     out(f"   last position after the block, second sentence: {vec(after_second[:4])} ...")
     out(f"   largest difference {context_gap:.3f}: the context now shows in the vector")
     return {"width": one_token.size, "vector_shape": vectors.shape, "bytes_per_token": one_token.nbytes,
-            "same_row_before": same_row, "context_gap_after": context_gap}
+            "same_row_before": same_row, "context_gap_after": context_gap,
+            "sentences": (first[0], second[0]), "rows_before": (row_first, row_second),
+            "rows_after": (after_first, after_second)}
 
 
 if __name__ == "__main__":

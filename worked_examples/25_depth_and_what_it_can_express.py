@@ -73,7 +73,7 @@ def run(out=print):
     out("   12 units side by side never make more than 13 pieces; stacked as 6 tents they made 64")
     return {"linear_output": line, "merged": merged, "linear_pieces": pieces(line),
             "zigzag": zigzag, "zigzag_pieces": {k: pieces(v) for k, v in zigzag.items()},
-            "wide_bends": bends, "wide_pieces": len(inside) + 1, "wide_straight_gap": straight_gap}
+            "wide_output": wide(GRID), "wide_bends": bends, "wide_pieces": len(inside) + 1, "wide_straight_gap": straight_gap}
 
 
 if __name__ == "__main__":

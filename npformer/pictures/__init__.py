@@ -24,7 +24,11 @@ from .attention import (attention_by_hand, backbones, heads, masks, score_table,
 from .layers import (activations, attention_cost, first_training_steps, kv_cache_work, kv_memory,
                      logits_to_probabilities, moe_routing, norms, residual_scale, rope, sinusoid,
                      swiglu_gate)
+from .depth import deep_stack_without_residuals, depth_and_what_it_can_express
+from .reading import (averaging_vs_attention, one_head_versus_two, separate_projections,
+                      weights_are_not_causes)
 from .style import _plt
+from .tokens import rotary_past_trained_length, token_vectors, word_order
 
 __all__ = ["PICTURES", "TOUR_PICTURES", "PlotUnavailable", "INSTALL_HINT", "draw", "draw_tour",
            "save"]
@@ -32,10 +36,12 @@ __all__ = ["PICTURES", "TOUR_PICTURES", "PlotUnavailable", "INSTALL_HINT", "draw
 
 # -- which pictures each worked example draws -----------------------------------------------
 PICTURES = {
+    1: [("01_token_vectors.png", token_vectors)],
     2: [("02_attention_by_hand.png", attention_by_hand)],
     3: [("03_score_table.png", score_table), ("03_masks.png", masks)],
     4: [("04_heads.png", heads)],
     5: [("05_sinusoid.png", sinusoid), ("05_rope.png", rope)],
+    6: [("06_word_order.png", word_order)],
     7: [("07_activations.png", activations)],
     8: [("08_swiglu_gate.png", swiglu_gate)],
     9: [("09_norms.png", norms)],
@@ -47,7 +53,14 @@ PICTURES = {
     15: [("15_attention_cost.png", attention_cost)],
     16: [("16_backbones.png", backbones)],
     17: [("17_first_training_steps.png", first_training_steps)],
+    18: [("18_averaging_vs_attention.png", averaging_vs_attention)],
+    19: [("19_separate_projections.png", separate_projections)],
     20: [("20_score_variance.png", score_variance)],
+    21: [("21_rope_past_trained_length.png", rotary_past_trained_length)],
+    22: [("22_deep_stack_without_residuals.png", deep_stack_without_residuals)],
+    23: [("23_one_head_versus_two.png", one_head_versus_two)],
+    24: [("24_weights_are_not_causes.png", weights_are_not_causes)],
+    25: [("25_depth_and_what_it_can_express.png", depth_and_what_it_can_express)],
     26: [("26_residual_scale.png", residual_scale)],
 }
 TOUR_PICTURES = [("tour_heads.png", tour_heads), ("tour_next_token.png", tour_next_token)]

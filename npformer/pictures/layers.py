@@ -13,7 +13,7 @@ from ..t06_activations import gelu_forward, relu_forward, silu_forward
 from ..t07_ffn import swiglu_gate_forward
 from ..t08_norm import layernorm_forward, rmsnorm_forward
 from ..t14_moe import MoE
-from .style import _plt
+from .style import _plt, label_axes, results
 
 
 # -- 05 positions: the sinusoid table and a RoPE rotation ----------------------------------
@@ -192,13 +192,9 @@ def kv_memory():
                            (1, "MQA：H_kv = 1")):
         cache = 2 * kv_heads * head_dim * bytes_per * lengths / 2 ** 20       # K and V, MiB
         ax.plot(lengths, cache, "o-", label=text)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    ax.set_xlabel("上下文长度 N（已缓存的位置）")
-    ax.set_ylabel("一层的 KV Cache（MiB，float16）")
-    ax.set_title("KV 缓存 KVCache：2 × H_kv × D × N × 2 字节，D = 128，H = 32 个 Query 头\n"
-                 "随长度线性增长；H_kv 从 32 减到 8，缓存降到四分之一", fontsize=9)
-    ax.legend(fontsize=8)
+    label_axes(ax, "上下文长度 N（已缓存的位置）", "一层的 KV Cache（MiB，float16）",
+               "KV 缓存 KVCache：2 × H_kv × D × N × 2 字节，D = 128，H = 32 个 Query 头\n"
+               "随长度线性增长；H_kv 从 32 减到 8，缓存降到四分之一", log="xy")
     return fig
 
 
@@ -213,11 +209,9 @@ def kv_cache_work():
     width = 0.4
     ax.bar(steps - width / 2, plain, width, label="不用缓存：每步重算整段")
     ax.bar(steps + width / 2, cached, width, label="KV Cache：只算新位置，旧 K/V 读缓存")
-    ax.set_xlabel("生成第几个新 Token")
-    ax.set_ylabel("这一步要投影的位置数")
-    ax.set_title(f"KV Cache 为什么能加速生成：提示 {prompt} 个 Token，再生成 {new} 个\n"
-                 f"合计 {plain.sum()} 对 {cached.sum()} 个位置（每层）", fontsize=9)
-    ax.legend(fontsize=8)
+    label_axes(ax, "生成第几个新 Token", "这一步要投影的位置数",
+               f"KV Cache 为什么能加速生成：提示 {prompt} 个 Token，再生成 {new} 个\n"
+               f"合计 {plain.sum()} 对 {cached.sum()} 个位置（每层）")
     return fig
 
 
@@ -230,12 +224,8 @@ def attention_cost():
     ax.plot(lengths, lengths.astype(float) ** 2, "o-", label="标准 Attention：N × N 个分数")
     ax.plot(lengths, lengths * np.minimum(lengths, window).astype(float), "s-",
             label=f"滑动窗口 window={window}：约 N × {window}")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    ax.set_xlabel("序列长度 N")
-    ax.set_ylabel("每个头要算的分数个数")
-    ax.set_title("上下文越长越贵：长度翻倍，注意力表变成四倍", fontsize=10)
-    ax.legend(fontsize=8)
+    label_axes(ax, "序列长度 N", "每个头要算的分数个数", "上下文越长越贵：长度翻倍，注意力表变成四倍",
+               log="xy", fontsize=10)
     return fig
 
 
@@ -255,11 +245,9 @@ def moe_routing():
     ax.bar(experts, second, bottom=first, label="第二选择")
     ax.axhline(64 * 2 / 8, color="black", ls="--", lw=1, label="负载均匀时：16")
     ax.set_xticks(experts)
-    ax.set_xlabel("专家 expert e")
-    ax.set_ylabel("被路由到的 Token 数")
-    ax.set_title("MoE 路由器 router：64 个 Token，每个选 8 个专家中的 2 个 (MoE(top_k=2))\n"
-                 "随机初始化的路由器已经分得不均匀（负载不均）", fontsize=9)
-    ax.legend(fontsize=8)
+    label_axes(ax, "专家 expert e", "被路由到的 Token 数",
+               "MoE 路由器 router：64 个 Token，每个选 8 个专家中的 2 个 (MoE(top_k=2))\n"
+               "随机初始化的路由器已经分得不均匀（负载不均）")
     return fig
 
 
@@ -267,17 +255,12 @@ def moe_routing():
 def first_training_steps():
     """The worked example's loss over its first AdamW steps, against ln V."""
     plt = _plt()
-    from ..cli.worked_examples import find_examples_dir, list_examples, select
-    example = select(list_examples(find_examples_dir()), "first_training_steps")
-    losses = example.load().run(lambda *args, **kwargs: None)["losses"]
+    losses = results("first_training_steps")["losses"]
     fig, ax = plt.subplots(figsize=(8, 4.2))
     ax.plot(np.arange(1, len(losses) + 1), losses, "o-", ms=3, label="交叉熵 cross_entropy")
     ax.axhline(math.log(50), color="black", ls="--", lw=1, label="ln 50 ≈ 3.91（随机猜 50 个词）")
-    ax.set_yscale("log")
-    ax.set_xlabel("AdamW 步数")
-    ax.set_ylabel("损失 loss（对数刻度）")
-    ax.set_title("训练的开头：预测下一个 Token，损失从 ln V 附近下降", fontsize=10)
-    ax.legend(fontsize=8)
+    label_axes(ax, "AdamW 步数", "损失 loss（对数刻度）", "训练的开头：预测下一个 Token，损失从 ln V 附近下降",
+               log="y", base=10, fontsize=10)
     return fig
 
 
@@ -309,10 +292,7 @@ def residual_scale():
     fig, ax = plt.subplots(figsize=(8, 4.6))
     for name, rms in results.items():
         ax.plot(np.arange(1, depth + 1), rms, "o-", ms=3, label=name)
-    ax.set_yscale("log")
-    ax.set_xlabel("层数 layer")
-    ax.set_ylabel("残差流的均方根 RMS（对数刻度）")
-    ax.set_title("残差流 residual stream 的尺度：不加归一化时逐层变大，\n"
-                 "Pre-Norm 让每层读到的输入保持同一尺度，Post-Norm 把输出拉回 1", fontsize=9)
-    ax.legend(fontsize=8)
+    label_axes(ax, "层数 layer", "残差流的均方根 RMS（对数刻度）",
+               "残差流 residual stream 的尺度：不加归一化时逐层变大，\n"
+               "Pre-Norm 让每层读到的输入保持同一尺度，Post-Norm 把输出拉回 1", log="y", base=10)
     return fig

@@ -1,5 +1,6 @@
 """The look shared by every section picture: a CJK font first, heat maps with their numbers
-written in, and may-read tables labelled as masks."""
+written in, may-read tables labelled as masks, log-scaled axes; and the worked examples' own
+results, so that a picture draws the numbers its example prints."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,6 +8,25 @@ import numpy as np
 from ..cli.plot import _cjk_font, require_matplotlib
 
 _styled = False
+
+
+def example(name):
+    """The worked example script ``name`` (a number or a fragment of its name), imported."""
+    from ..cli.worked_examples import find_examples_dir, list_examples, select
+    return select(list_examples(find_examples_dir()), name).load()
+
+
+def results(name):
+    """What worked example ``name`` returns from ``run``, with its printing silenced."""
+    return example(name).run(lambda *args, **kwargs: None)
+
+
+def example_figure(name, ncols, figsize, **subplots):
+    """What worked example ``name`` returns, and a figure of ``ncols`` panels side by side to
+    draw it in: (results, figure, axes)."""
+    found = results(name)
+    fig, axes = _plt().subplots(1, ncols, figsize=figsize, **subplots)
+    return found, fig, axes
 
 
 def _plt():
@@ -62,3 +82,18 @@ def _mask_table(ax, allowed, title, xlabel="键 key j", ylabel="查询 query i",
     ax.set_title(title, fontsize=9)
     ax.set_xlabel(xlabel, fontsize=8)
     ax.set_ylabel(ylabel, fontsize=8)
+
+
+
+def label_axes(ax, xlabel, ylabel, title, log="", base=2, fontsize=9, legend="best"):
+    """Label and title ``ax``; ``log`` names the logarithmic axes ("x", "y", "xy") with ``base``;
+    ``legend`` is where the legend goes (None: no legend)."""
+    if "x" in log:
+        ax.set_xscale("log", base=base)
+    if "y" in log:
+        ax.set_yscale("log", base=base)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=fontsize)
+    if legend is not None:
+        ax.legend(fontsize=8, loc=legend)
