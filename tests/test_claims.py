@@ -112,9 +112,9 @@ def test_the_summary_line_counts_the_rows():
 
 def test_reading_the_source_gives_the_tables_counts():
     readme = " ".join((REPO / "docs" / "reading-the-source.md").read_text(encoding="utf-8").split())
-    opening = re.search(r"[Oo]f the (\d+) claims and numbers its two articles make, (\d+) are shown by "
-                        r"tests \((\d+) exactly, (\d+) at the precision the article prints, (\d+) "
-                        r"qualitatively\), and (\d+) cannot be shown", readme)
+    opening = re.search(r"they make (\d+) claims and numbers\. Tests show (\d+) of them: (\d+) "
+                        r"exactly, (\d+) at the precision the article prints, (\d+) qualitatively\. "
+                        r"The other (\d+) cannot be shown", readme)
     assert opening, "docs/reading-the-source.md needs the claims' counts"
     total, shown, *by_status, not_shown = (int(n) for n in opening.groups())
     counts = Counter(status_of(row[3]) for row in rows())
