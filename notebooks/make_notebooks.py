@@ -70,7 +70,7 @@ MAIN = [
 ## 开篇：同一个 Token，查到的向量总是同一行
 
 “运费”在两句话里查到的 Embedding 完全相同，前文还没有起作用。代码：`t01_embedding.py` 的
-`Embedding`；数字：`npformer examples 01`。
+`Embedding`；数字：`npformer examples 01`；图：`01_token_vectors.png`。
 """),
     code('''
 from npformer import Embedding
@@ -82,12 +82,13 @@ rows = [table(i)[0] for i in ids]                       # 每句 [N, 8]
 yun = [s.index("运") for s in sentences]
 assert np.array_equal(rows[0][yun[0]], rows[1][yun[1]])  # 同一行，与上下文无关
 print("两句中“运”的向量相同：", np.round(rows[0][yun[0]], 3))
+show(pictures.token_vectors)        # npformer examples 01 的图：查表之后、经过一个 Block 之后
 '''),
     md("""
 ## 第一节：位置之间要互通信息
 
 X 的形状是 4 × 8：四个位置，每个位置八个数。只对每行做同样的变换，行与行之间没有交流；
-对前文求平均，读取方式又不随问题改变。数字：`npformer examples 01`、`npformer examples 18`。
+对前文求平均，读取方式又不随问题改变。数字：`npformer examples 01`、`npformer examples 18`；图：`18_averaging_vs_attention.png`。
 """),
     code('''
 rng = np.random.default_rng(0)
@@ -99,6 +100,7 @@ X2 = X.copy(); X2[0] += 1.0                              # 只改第 0 个位置
 assert np.allclose((X2 @ W)[1:], row_wise[1:])           # 其他位置完全没变
 average = X.mean(axis=0)                                 # 平均：不管问什么，权重都是 1/4
 print("逐行变换时，改第 0 行不影响其他行；平均的权重：", [0.25] * 4)
+show(pictures.averaging_vs_attention)
 '''),
     change('''
 # 把 X2[0] += 1.0 改成 X2[2] += 5.0：逐行变换下，还是只有第 2 行会变。
@@ -110,7 +112,7 @@ print(np.abs(X2 @ W - row_wise).max(axis=1).round(3))
 
 q = xWq，k = xWk，v = xWv：三组不同的矩阵。npformer 把三者放在一个融合投影里
 （`t04_attention.py` 的 `MultiHeadAttention.qkv`，再由 `split_heads` 切开）。
-数字：`npformer examples 19`。
+数字：`npformer examples 19`；图：`19_separate_projections.png`。
 """),
     code('''
 from npformer import MultiHeadAttention
@@ -122,6 +124,7 @@ assert not np.allclose(Q, K) and not np.allclose(K, V)
 assert np.allclose(X @ X.T, (X @ X.T).T)
 assert not np.allclose(Q @ K.T, (Q @ K.T).T)             # 独立投影后不再对称
 print("Q K^T 第 0 行：", np.round((Q @ K.T)[0], 3))
+show(pictures.separate_projections)
 '''),
     change('''
 # 让 Wq 与 Wk 相同（把 K 换成 Q），分数表又变回对称：
@@ -193,8 +196,8 @@ print(softmax(S).round(3)[0], "对比", W_causal.round(3)[0])
 ## 第四节：多个头各有分工
 
 d = 8、两个头，每头 D = 4：X [B, N, 8] → Q [B, 2, N, 4]，每个头一张 [N, N] 权重表，拼回
-[B, N, 8] 再乘 Wo。代码：`MultiHeadAttention`（`split_heads`、`out`）；数字：`npformer examples 04`；
-图：`04_heads.png`。
+[B, N, 8] 再乘 Wo。代码：`MultiHeadAttention`（`split_heads`、`out`）；数字：`npformer examples 04`、`23`；
+图：`04_heads.png`、`23_one_head_versus_two.png`。
 """),
     code('''
 from npformer.t04_attention import MultiHeadAttention
@@ -207,6 +210,7 @@ y, cache = mha.forward(Xb, mask=causal_mask(5))
 assert y.shape == (1, 5, 8) and cache.weights.shape == (1, 2, 5, 5)
 assert not np.allclose(cache.weights[0, 0], cache.weights[0, 1])   # 两个头读法不同
 show(pictures.heads)
+show(pictures.one_head_versus_two)
 '''),
     change('''
 # 改成 4 个头（width 仍是 8）：每头维度变成 2，权重表变成 4 张，输出形状不变。
@@ -220,7 +224,8 @@ print(mha4.head_dim, c4.weights.shape, y4.shape)
 “买家付钱给商家”和“商家付钱给买家”的字一样、方向相反。加位置向量：xᵢ = token + position；
 RoPE 则旋转 Q、K 的分量对：q、k 都是 [1, 0]，角度差 60° 时点积为 0.5，而且只和位置差有关。
 代码：`t01_embedding.py` 的 `LearnedPositions`、`sinusoid_table`，`t05_rope.py` 的 `Rotary`、`rotate`；
-数字：`npformer examples 05`、`06`；图：`05_sinusoid.png`、`05_rope.png`。
+数字：`npformer examples 05`、`06`、`21`；图：`05_sinusoid.png`、`05_rope.png`、`06_word_order.png`、
+`21_rope_past_trained_length.png`。
 """),
     code('''
 from npformer.t05_rope import Rotary, rotate
@@ -244,6 +249,8 @@ assert np.isclose(at(rq, 0) @ at(rk, 3), at(rq, 5) @ at(rk, 8))
 assert np.isclose(at(rq, 20) @ at(rk, 23), rq @ at(rk, 3))
 show(pictures.sinusoid)
 show(pictures.rope)
+show(pictures.word_order)
+show(pictures.rotary_past_trained_length)
 '''),
     change('''
 # 把位置差从 3 改成 4：分数变了；但 (0,4) 与 (10,14) 仍然相同。
@@ -257,7 +264,8 @@ SwiGLU 门：3 × 0.2 = 0.6。残差：[2,1] + [0.1,-0.2] = [2.1,0.8]。LayerNor
 RMSNorm([1,3]) ≈ [0.447,1.342]。代码：`t07_ffn.py` 的 `FFN`、`SwiGLU`，`t06_activations.py`，
 `t08_norm.py` 的 `layernorm_forward`、`rmsnorm_forward`，`t09_block.py` 的 `PreNormBlock`；数字：
 `npformer examples 07`、`08`、`09`、`26`；图：`07_activations.png`、`08_swiglu_gate.png`、
-`09_norms.png`、`26_residual_scale.png`。
+`09_norms.png`、`26_residual_scale.png`，以及 `22_deep_stack_without_residuals.png`、
+`25_depth_and_what_it_can_express.png`（`npformer examples 22`、`25`）。
 """),
     code('''
 from npformer.t06_activations import relu_forward, silu_forward
@@ -286,6 +294,8 @@ show(pictures.activations)
 show(pictures.swiglu_gate)
 show(pictures.norms)
 show(pictures.residual_scale)
+show(pictures.deep_stack_without_residuals)
+show(pictures.depth_and_what_it_can_express)
 '''),
     change('''
 # 把输入换成 [1, 5]：LayerNorm 仍是 [-1, 1]（两维时只剩符号），RMSNorm 变了。
@@ -411,6 +421,7 @@ emb = Embedding(100, 4096, rng=np.random.default_rng(0))
 vec = emb(np.array([[7]]))
 assert vec.shape == (1, 1, 4096) and vec.nbytes == 16384
 print(vec.shape, vec.dtype, vec.nbytes, "字节")
+show(pictures.token_vectors)
 '''),
     change('''
 # 换成 float64：每个 Token 的字节数翻倍。
@@ -421,7 +432,7 @@ print(emb.astype(np.float64)(np.array([[7]])).nbytes)
 
 “狗追猫”和“猫追狗”：没有位置时，自注意力对排列是等变的——换了顺序，每个字得到的向量也只是跟着换了位置，
 整句的“集合”完全一样。加上位置向量后就不同了。代码：`LearnedPositions`、`DecoderConfig.positions`；
-数字：`npformer examples 06`；图：`05_sinusoid.png`。
+数字：`npformer examples 06`；图：`05_sinusoid.png`、`06_word_order.png`。
 """),
     code('''
 from npformer import MultiHeadAttention, LearnedPositions
@@ -443,6 +454,7 @@ pa, pb = encode(s1, pos), encode(s2, pos)
 assert not np.allclose(pa.mean(0), pb.mean(0))
 print("加位置后：两句不再相同")
 show(pictures.sinusoid)
+show(pictures.word_order)
 '''),
     change('''
 # 换成你自己的句子（字相同、顺序不同），例如 "我借你钱" 和 "你借我钱"。
@@ -465,6 +477,8 @@ row = c.weights[0, :, chars.index("它")].mean(axis=0)    # “它”读取每�
 assert np.isclose(row.sum(), 1) and np.all(row[chars.index("它") + 1:] == 0)
 for ch, w in zip(chars, row):
     print(ch, "#" * int(round(w * 60)))
+show(pictures.averaging_vs_attention)
+show(pictures.weights_are_not_causes)
 '''),
     change('''
 # 把句子改成 "小红把书塞进箱子，因为它很薄。"，再运行上一格：随机模型并不会因此改判。
@@ -536,7 +550,7 @@ print(((q * k).sum(-1) / 8).std().round(2))
 ## 八、什么是多头注意力？
 
 多组 Q、K、V 投影并行，各头输出拼接再投影回隐藏维度。代码：`MultiHeadAttention`（`split_heads`、`out`）；
-数字：`npformer examples 04`、`23`；图：`04_heads.png`。
+数字：`npformer examples 04`、`23`；图：`04_heads.png`、`23_one_head_versus_two.png`。
 """),
     code('''
 mha = MultiHeadAttention(8, 2, rng=np.random.default_rng(7), dtype=np.float64)
@@ -544,6 +558,7 @@ xb = np.random.default_rng(7).normal(size=(1, 6, 8))
 y, c = mha.forward(xb, mask=causal_mask(6))
 assert c.weights.shape == (1, 2, 6, 6) and y.shape == xb.shape
 show(pictures.heads)
+show(pictures.one_head_versus_two)
 '''),
     change('''
 # 8 个头：每头维度 1。
@@ -570,7 +585,8 @@ print(sliding_window_mask(5, 2).astype(int))
 ## 十、MLP 在做什么？
 
 MLP(x) = W₂σ(W₁x)：先扩大维度，激活，再压回去。npformer 按行向量写作 σ(xW₁)W₂，即 `FFN`
-（`t07_ffn.py`，`up`、`down`）。数字：`npformer examples 07`、`25`；图：`07_activations.png`。
+（`t07_ffn.py`，`up`、`down`）。数字：`npformer examples 07`、`25`；图：`07_activations.png`、
+`25_depth_and_what_it_can_express.png`。
 """),
     code('''
 from npformer.t07_ffn import FFN
@@ -581,6 +597,7 @@ hidden = ffn.up(xf)
 assert hidden.shape == (1, 3, 32)                         # 第一层扩大到 4d
 assert np.allclose(ffn(xf), ffn.down(gelu_forward(hidden)[0]))
 show(pictures.activations)
+show(pictures.depth_and_what_it_can_express)
 '''),
     change('''
 # 改成 ReLU 的 FFN：FFN(8, activation="relu")，看看输出差多少。
@@ -589,7 +606,7 @@ show(pictures.activations)
 ## 十一、残差连接
 
 x_new = x + f(x)：原表示有一条直接路径，梯度也经它原样传回。数字：`npformer examples 08`、`22`、`26`；
-图：`26_residual_scale.png`。
+图：`22_deep_stack_without_residuals.png`、`26_residual_scale.png`。
 """),
     code('''
 print(close(np.array([2.0, 1]) + np.array([0.1, -0.2]), [2.1, 0.8]))
@@ -598,9 +615,10 @@ d_up = np.array([1.0, -2.0])
 J = np.array([[0.1, 0.0], [0.3, -0.2]])                    # 某个 f 的雅可比
 assert np.allclose(d_up + d_up @ J - d_up @ J, d_up)
 show(pictures.residual_scale)
+show(pictures.deep_stack_without_residuals)
 '''),
     change('''
-# 打开 npformer/pictures.py 的 residual_scale，把层数 depth 改成 64 再画一次。
+# 打开 npformer/pictures/layers.py 的 residual_scale，把层数 depth 改成 64 再画一次。
 '''),
     md("""
 ## 十二、LayerNorm 与 RMSNorm
