@@ -6,10 +6,13 @@ import subprocess
 import sys
 import warnings
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from npformer.cli import main
+from npformer.pictures import PICTURES          # imports no matplotlib: drawing does
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 NEEDS_PLOT = "the pictures need the plot extra: pip install 'npformer[plot]'"
@@ -28,22 +31,33 @@ def _check_png(path):
     assert extrema[0] < extrema[1], f"{path.name}: a blank picture"
 
 
-def test_every_section_picture_is_a_png_with_every_glyph(tmp_path):
+def _draw_checked(draw, tmp_path):
+    """Run ``draw(tmp_path)``, fail on any glyph the fonts lack, check every PNG; the names."""
     pytest.importorskip("matplotlib", reason=NEEDS_PLOT)
     pytest.importorskip("noto_cjk_sans_otc", reason=NEEDS_PLOT)
-    from npformer import pictures
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        written = [p for number in pictures.PICTURES for p in pictures.draw(number, tmp_path)]
-        written += pictures.draw_tour(tmp_path)
+        written = draw(tmp_path)
     missing = sorted({str(w.message) for w in caught if "missing from font" in str(w.message)})
     assert missing == []
     names = sorted(p.name for p in tmp_path.iterdir())
-    expected = sorted(name for pairs in pictures.PICTURES.values() for name, _ in pairs)
-    assert names == sorted(expected + [name for name, _ in pictures.TOUR_PICTURES])
-    assert len(written) == len(names)
+    assert sorted(Path(p).name for p in written) == names
     for path in tmp_path.iterdir():
         _check_png(path)
+    return names
+
+
+@pytest.mark.parametrize("number", sorted(PICTURES))
+def test_each_section_picture_is_a_png_with_every_glyph(number, tmp_path):
+    from npformer import pictures
+    names = _draw_checked(lambda folder: pictures.draw(number, folder), tmp_path)
+    assert names == sorted(name for name, _ in PICTURES[number])
+
+
+def test_the_tour_pictures_are_pngs_with_every_glyph(tmp_path):
+    from npformer import pictures
+    names = _draw_checked(pictures.draw_tour, tmp_path)
+    assert names == sorted(name for name, _ in pictures.TOUR_PICTURES)
 
 
 def test_examples_and_tour_plot_options_write_their_pictures(tmp_path, capsys):
