@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..testing import mistakes
+from ..testing.mistakes.registry import applicable
 from ..testing.cases import CASES
 from ..testing.components import find
 from ..testing.conformance import Checker, compared_failures
@@ -71,18 +72,11 @@ def _component_entry(name, check):
             "example": failure.example.describe() if failure and failure.example else None}
 
 
-class _CaseFailure:
-    """A fixed case's verdict seen as a failure with candidate mistakes, for ``settle``."""
-
-    def __init__(self, verdict):
-        self.verdict, self.matches, self.mistake = verdict, verdict["matches"], verdict["mistake"]
-
-
 def _case_entry(case, size, verdict):
-    error = verdict["error"]
-    return {"case": case, "size": size, "ok": verdict["ok"], "tensors": [
-        {k: v for k, v in t.items() if k in ("name", "message", "diagnoses")} for t in verdict["tensors"]],
-        "notes": verdict["notes"], "mistake": _mistake_json(verdict["mistake"]),
+    error = verdict.error
+    return {"case": case, "size": size, "ok": verdict.ok, "tensors": [
+        {"name": c.name, "message": c.failure.message, "diagnoses": c.failure.diagnoses} for c in verdict.checks],
+        "notes": verdict.notes, "mistake": _mistake_json(verdict.mistake),
         "error": describe_error(error) if error is not None else None}
 
 
@@ -105,7 +99,7 @@ class _ClaimFailure:
 
     def __init__(self, entry, check, error, candidates):
         self.entry = entry
-        self.matches = [m for m in candidates if self._same(_run_claim(check, m.patches()), error)]
+        self.matches = [m for m, wrong in candidates if self._same(_run_claim(check, wrong), error)]
         self.mistake = self.matches[0] if self.matches else None
 
     def _same(self, outcome, error):
@@ -131,7 +125,8 @@ def _claims(exercise, patches, progress, candidates):
 def judge_exercise(exercise, patches, progress=None):
     """{"exercise", "checks": [...], "claims": [...]} of one exercise with ``patches`` in place
     (the training task's: every component the learner wrote)."""
-    candidates = mistakes.of_functions(exercise.paths(forward=True))
+    # (mistake, its patches), compiled once; a stale one (its function's text changed) is left out
+    candidates = applicable(mistakes.of_functions(exercise.paths(forward=True)))[0]
     drawn, fixed = [], []
     for name in exercise.components:
         _say(progress, f"{name} on drawn inputs")
@@ -145,19 +140,17 @@ def judge_exercise(exercise, patches, progress=None):
                 build = (lambda case=case, size=size, seed=seed:
                          CASES[case](np.random.default_rng(size if seed is None else seed + size), size))
                 verdict = judge_case(build, patches, candidates)
-                fixed.append((case, size, _CaseFailure(verdict)))
-                if not verdict["ok"]:
+                fixed.append((case, size, verdict))
+                if not verdict.ok:
                     break                              # one failing seed says it; the rest add time
     claim_entries, claim_failures = _claims(exercise, patches, progress, candidates)
     # several mistakes may fit one check: name the one that fits them all
     compared = [f for name in exercise.components for f in compared_failures([c for n, c in drawn if n == name])]
-    mistakes.settle(compared + [f for _, _, f in fixed if not f.verdict["ok"]] + claim_failures)
-    for _, _, found in fixed:
-        found.verdict["mistake"] = found.mistake
+    mistakes.settle(compared + [v for _, _, v in fixed if not v.ok] + claim_failures)
     for found in claim_failures:
         found.entry["mistake"] = _mistake_json(found.mistake)
     checks = [_component_entry(name, check) for name, check in drawn]
-    checks += [_case_entry(case, size, found.verdict) for case, size, found in fixed]
+    checks += [_case_entry(case, size, verdict) for case, size, verdict in fixed]
     return {"exercise": exercise.name, "checks": checks, "claims": claim_entries, "error": None}
 
 
