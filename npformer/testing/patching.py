@@ -3,9 +3,11 @@
 A *patch* maps the dotted path of a function or method of npformer
 (``"npformer.t03_softmax.softmax_backward"``, ``"npformer.t04_attention.MultiHeadAttention.backward"``)
 to the function that replaces it. ``patched(patches)`` puts them in place for the length of a
-``with`` block: a module-level function is replaced in every npformer module that imported
-it, a method on its class. Everything not patched is npformer's own code, so an exercise is
-judged with the learner's code for that exercise and the reference everywhere else.
+``with`` block, for the thread (the ``contextvars`` context) that entered it: every npformer
+module that imported a module-level function, and a method's class, hold a dispatcher while
+the block runs, which calls the patch in that context and npformer's own function in any
+other. Everything not patched is npformer's own code, so an exercise is judged with the
+learner's code for that exercise and the reference everywhere else.
 
 ``edited(path, old, new)`` builds a function from npformer's own source with one edit (a
 catalogued mistake); ``learner_functions`` takes functions from a learner's file.
@@ -14,10 +16,13 @@ from __future__ import annotations
 
 import __future__
 import contextlib
+import contextvars
+import functools
 import importlib
 import inspect
 import sys
 import textwrap
+import threading
 import types
 
 ROOT = __name__.split(".")[0]            # "npformer"
@@ -75,36 +80,102 @@ def _swap(entry, original, function):
     return function
 
 
+# What is patched in, for this thread (and this context) alone: {path: function}. The slots of
+# a patched path hold a dispatcher while any thread patches it; the dispatcher runs the
+# function this context patched in, or else npformer's own, so another thread computing the
+# same function meanwhile gets npformer's numbers.
+_ACTIVE = contextvars.ContextVar("npformer_patches", default=None)
+_LOCK = threading.RLock()
+_INSTALLED = {}                  # path: _Slot, while some thread patches it
+
+
+class _Slot:
+    """The dispatcher of one patched path, the places it was put, and how many patch it now."""
+
+    def __init__(self, path, owner, name, original):
+        self.path, self.owner, self.name, self.original = path, owner, name, original
+        self.users, self.places = 0, []          # (container, key) holding the dispatcher
+
+        @functools.wraps(original)              # .plain, .twin_key, __wrapped__: as the original's
+        def dispatch(*args, **kwargs):
+            active = _ACTIVE.get()
+            chosen = active.get(path) if active else None
+            return (original if chosen is None else chosen)(*args, **kwargs)
+        self.dispatch = dispatch
+
+    def spread(self, namespaces):
+        """Put the dispatcher in every place that still holds the original (a module loaded, a
+        learner's file run, since the last patch of this path)."""
+        if isinstance(self.owner, type):
+            if not self.places:
+                self.places.append((self.owner, self.name, self.owner.__dict__.get(self.name, _MISSING)))
+                setattr(self.owner, self.name, self.dispatch)
+            return
+        for container, key, entry in list(_slots(self.original, namespaces)):
+            container[key] = _swap(entry, self.original, self.dispatch)
+            self.places.append((container, key, None))
+
+    def restore(self):
+        """Give every place back the original (whatever else was patched beside it since)."""
+        for container, key, before in reversed(self.places):
+            if isinstance(container, type):
+                if before is _MISSING:
+                    delattr(container, key)
+                else:
+                    setattr(container, key, before)
+            elif key in container:
+                container[key] = _swap(container[key], self.dispatch, self.original)
+
+
+def _dispatchable(owner, name):
+    """True when the slot can hold a dispatcher: a module's function, or a class's plain method
+    (a staticmethod or classmethod is swapped for the whole process, as before)."""
+    if not isinstance(owner, type):
+        return callable(getattr(owner, name))
+    return inspect.isfunction(inspect.getattr_static(owner, name))
+
+
 @contextlib.contextmanager
 def patched(patches):
-    """Put ``patches`` ({dotted path: function}) in place inside the block, then restore all."""
+    """Put ``patches`` ({dotted path: function}) in place inside the block, for this thread
+    (this context) alone; another thread meanwhile runs npformer's own functions."""
     # the fast track registers its twins against the plain functions when first imported;
     # loaded while a patch is in place it would find the patch instead, so load it first
     importlib.import_module(ROOT + ".fast")
     # a patch's own module (a learner's file) calls the other patched functions too
     namespaces = list({id(g): g for g in (getattr(f, "__globals__", None) for f in patches.values())
                        if g is not None}.values())
-    undo = []
+    used, undo, token = [], [], None
     try:
-        for path, function in patches.items():
-            _, owner, name = resolve(path)
-            if isinstance(owner, type):
-                undo.append((owner, name, owner.__dict__.get(name, _MISSING)))
-                setattr(owner, name, function)
-                continue
-            original = getattr(owner, name)
-            for container, key, entry in list(_slots(original, namespaces)):
-                undo.append((container, key, entry))
-                container[key] = _swap(entry, original, function)
+        with _LOCK:
+            for path, function in patches.items():
+                slot = _INSTALLED.get(path)
+                if slot is None:
+                    _, owner, name = resolve(path)
+                    if not _dispatchable(owner, name):
+                        undo.append((owner, name, owner.__dict__.get(name, _MISSING)))
+                        setattr(owner, name, function)
+                        continue
+                    slot = _INSTALLED[path] = _Slot(path, owner, name, getattr(owner, name))
+                slot.users += 1
+                used.append(slot)
+                slot.spread(namespaces)
+        token = _ACTIVE.set({**(_ACTIVE.get() or {}), **patches})
         yield
     finally:
-        for owner, name, value in reversed(undo):
-            if isinstance(owner, dict):
-                owner[name] = value
-            elif value is _MISSING:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, value)
+        if token is not None:
+            _ACTIVE.reset(token)
+        with _LOCK:
+            for owner, name, value in reversed(undo):
+                if value is _MISSING:
+                    delattr(owner, name)
+                else:
+                    setattr(owner, name, value)
+            for slot in reversed(used):
+                slot.users -= 1
+                if slot.users == 0:
+                    slot.restore()
+                    del _INSTALLED[slot.path]
 
 
 _MISSING = object()
