@@ -5,7 +5,7 @@ import threading
 import numpy as np
 
 import npformer
-from npformer import t02_linear, t03_softmax
+from npformer import t02_linear
 from npformer.testing.cases import CASES
 from npformer.testing.diagnosis import matching, same
 from npformer.testing.judge import judge_case
@@ -128,3 +128,14 @@ def test_patches_of_one_table_entry_by_two_threads_come_undone_in_any_order():
     assert seen["backward thread"] == ["backward patched", plain]
     assert not isinstance(seen["its forward"], str)              # npformer's GELU, not the patch
     assert act.ACTIVATIONS["gelu"] == own and not _INSTALLED
+
+
+def test_a_table_entry_reached_through_two_modules_is_given_back_as_the_very_same_object():
+    from npformer.testing.cases import components
+    own = npformer.FUNCTION_PAIRS["softmax"]
+    assert components.FUNCTION_PAIRS is npformer.FUNCTION_PAIRS          # one dict, two modules' names
+    with patched({"npformer.t03_softmax.softmax_forward": lambda *a, **k: "forward",
+                  "npformer.t03_softmax.softmax_backward": lambda *a, **k: "backward"}):
+        forward, backward = npformer.FUNCTION_PAIRS["softmax"]
+        assert (forward(), backward()) == ("forward", "backward")
+    assert npformer.FUNCTION_PAIRS["softmax"] is own                     # the grader's fingerprint

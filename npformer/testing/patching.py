@@ -10,7 +10,8 @@ other. Everything not patched is npformer's own code, so an exercise is judged w
 learner's code for that exercise and the reference everywhere else.
 
 ``edited(path, old, new)`` builds a function from npformer's own source with one edit (a
-catalogued mistake); ``learner_functions`` takes functions from a learner's file.
+catalogued mistake); the grader takes a learner's functions from their files itself
+(``npformer.exercises.learner``).
 """
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ import inspect
 import sys
 import textwrap
 import threading
-import types
 
 ROOT = __name__.split(".")[0]            # "npformer"
 FLAGS = __future__.annotations.compiler_flag
@@ -111,9 +111,13 @@ class _Slot:
                 self.places.append((self.owner, self.name, self.owner.__dict__.get(self.name, _MISSING)))
                 setattr(self.owner, self.name, self.dispatch)
             return
+        seen = set()
         for container, key, entry in list(_slots(self.original, namespaces)):
+            if (id(container), key) in seen:    # one table reached through two modules' names
+                continue
+            seen.add((id(container), key))
             container[key] = _swap(entry, self.original, self.dispatch)
-            self.places.append((container, key, None))
+            self.places.append((container, key, (entry, container[key])))
 
     def restore(self):
         """Give every place back the original (whatever else was patched beside it since)."""
@@ -123,8 +127,10 @@ class _Slot:
                     delattr(container, key)
                 else:
                     setattr(container, key, before)
-            elif key in container:
-                container[key] = _swap(container[key], self.dispatch, self.original)
+            elif key in container:          # the very object it held, unless patched beside since
+                entry, put = before
+                now = container[key]
+                container[key] = entry if now is put else _swap(now, self.dispatch, self.original)
 
 
 def _dispatchable(owner, name):
@@ -220,36 +226,3 @@ def edited(path, old, new):
         source = source.replace(before, after)
     return compile_function(source, function.__name__, function.__globals__,
                             inspect.getsourcefile(function))
-
-
-# -- a learner's functions ------------------------------------------------------------------
-def learner_module(source, module_name, filename):
-    """A learner's file run as a module beside npformer's own ``module_name`` (relative
-    imports resolve inside npformer); every name the reference module defines is then bound
-    to the reference's object, so only what ``learner_functions`` takes is the learner's."""
-    package = module_name.rpartition(".")[0]
-    shadow = types.ModuleType(f"{module_name}__yours")
-    shadow.__package__, shadow.__file__ = package, filename
-    sys.modules[shadow.__name__] = shadow          # dataclasses look their module up here
-    try:
-        exec(compile(source, filename, "exec", dont_inherit=True), shadow.__dict__)
-    finally:
-        sys.modules.pop(shadow.__name__, None)
-    return shadow
-
-
-def learner_functions(source, module_name, qualnames, filename):
-    """{"npformer.<module>.<qualname>": the learner's function} for ``qualnames`` of one file."""
-    shadow = learner_module(source, module_name, filename)
-    taken = {}
-    for qualname in qualnames:
-        owner = shadow
-        for part in qualname.split("."):
-            owner = inspect.getattr_static(owner, part) if isinstance(owner, type) else getattr(owner, part)
-        taken[qualname] = owner
-    own = {q for q in qualnames if "." not in q}
-    reference_module = importlib.import_module(module_name)
-    for name, value in vars(reference_module).items():
-        if name not in own and not name.startswith("__"):
-            shadow.__dict__[name] = value
-    return {f"{module_name}.{qualname}": function for qualname, function in taken.items()}

@@ -92,9 +92,18 @@ def applicable(mistakes):
         try:
             usable.append((found, found.patches()))
         except (StaleMistake, SyntaxError, ImportError, AttributeError, OSError, TypeError):
-            where = found.function.split(".")[0] + ".py"
+            where = _file_of(found.function)
             stale[where] = stale.get(where, 0) + 1
     return usable, stale
+
+
+def _file_of(function):
+    """The concept file of a function path: "t02_linear.py", "training/optim.py"."""
+    try:
+        module = resolve(f"{ROOT}.{function}")[0].__name__
+    except (ValueError, AttributeError):
+        return function.split(".")[0] + ".py"
+    return module[len(ROOT) + 1:].replace(".", "/") + ".py"
 
 
 def stale_warning(stale):
