@@ -94,7 +94,7 @@ class _Slot:
 
     def __init__(self, path, owner, name, original):
         self.path, self.owner, self.name, self.original = path, owner, name, original
-        self.users, self.places = 0, []          # (container, key) holding the dispatcher
+        self.users, self.places = 0, []          # (container, key, what it held): where it was put
 
         @functools.wraps(original)              # .plain, .twin_key, __wrapped__: as the original's
         def dispatch(*args, **kwargs):
