@@ -7,5 +7,6 @@ from setuptools import find_packages, setup
 setup(
     packages=find_packages(include=["npformer*"]) + ["npformer.worked_examples"],
     package_dir={"npformer.worked_examples": "worked_examples"},
-    package_data={"npformer": ["py.typed"], "npformer.worked_examples": ["*.md"]},
+    package_data={"npformer": ["py.typed"], "npformer.worked_examples": ["*.md"],
+                  "npformer.testing.mistakes": ["*.json"]},    # the catalogue of mistakes is data
 )

@@ -119,8 +119,9 @@ def test_the_honest_submission_is_done(graded):
     ("import-before-patch", "RecursionError"),   # the imported name is rebound to its own function
     ("source-under-another-name", "your code opened npformer's own file"),       # the .pyc or the .py
     ("patching-reference-at-import", "your code called npformer's own softmax_backward"),
-    # while graded, reference() finds the learner's own function in place: it calls itself
-    ("patching-reference", "RecursionError"),
+    # while graded, reference() still gives npformer's own function (a patch is a dispatcher's
+    # choice, not a rebinding), which refuses the learner's code
+    ("patching-reference", "your code called npformer's own softmax_backward"),
     ("gc-originals", "gc.get_objects from your code"),
     ("frame-walk", "from your code: the grader's frames are not yours to read"),
     ("forged-result", "your code wrote a result of its own to the grader's channel"),

@@ -18,11 +18,12 @@ import pytest
 from npformer.exercises import catalog
 from npformer.exercises.grader import grade
 from npformer.exercises.judging import judge_exercise
+from npformer.exercises.learner import learner_functions
 from npformer.exercises.stubs import functions_by_qualname
 from npformer.exercises.workspace import write_workspace
 from npformer.testing.compare import constant_ratio, ratio_diagnosis, shape_diagnosis
 from npformer.testing.mistakes import CATALOGUE
-from npformer.testing.patching import learner_functions, reference
+from npformer.testing.patching import reference
 
 DATA = Path(__file__).resolve().parent / "data"
 

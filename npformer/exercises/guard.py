@@ -157,7 +157,7 @@ def _originals(path):
     and what a dispatch or a checking wrapper holds."""
     import inspect
 
-    from ..testing.patching import resolve
+    from ..testing.engine import resolve
     _, owner, name = resolve(path)
     found = inspect.getattr_static(owner, name)
     seen, todo = [], [found, getattr(found, "plain", None)]

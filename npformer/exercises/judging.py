@@ -1,23 +1,18 @@
 """Judging one exercise with ``npformer.testing``: the learner's functions patched in, alone.
 
 Three kinds of check, all with npformer's own code everywhere but the exercise's functions:
-the exercise's components on drawn inputs (``conformance``: output, every gradient, the
-properties, the smallest failing example and the catalogued mistake), its gradient-check
-cases at fixed sizes (``judge``: every gradient, ``.grad`` accumulation, the mistake or a
-generic diagnosis), and the claims about whole models (``claims``).
+the exercise's components on drawn inputs (output, every gradient, the properties, the
+smallest failing example and the catalogued mistake) and its gradient-check cases at fixed
+sizes (every gradient, ``.grad`` accumulation, the mistake or a generic diagnosis), both
+through the engine's one entry (``npformer.testing.engine``), and the claims about whole
+models (``claims``), the grader's own.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..testing import mistakes
-from ..testing.cases import CASES
-from ..testing.components import find
-from ..testing.conformance import Checker, compared_failures
-from ..testing.judge import judge_case
-from ..testing.patching import patched
-from ..testing.problem import same_error
-from ..testing.subject import Subject, describe_error
+from ..testing import engine
+from ..testing.engine import Subject, describe_error, patched, same_error
 from . import claims
 
 EXAMPLES = 40                    # drawn inputs per component (and per search for a failing one)
@@ -29,7 +24,7 @@ class PatchedSubject(Subject):
     """npformer's reference of a component, run with the learner's functions patched in."""
 
     def __init__(self, component, patches):
-        forward, backward = find(component).reference_pair()
+        forward, backward = engine.component(component).reference_pair()
         super().__init__(component, forward, backward, name="yours")
         self.patches = patches
 
@@ -57,9 +52,9 @@ def _mistake_json(found):
 
 def judge_component(name, patches, candidates):
     """[CheckResult] of one component on drawn inputs, each failure at its smallest example."""
-    checker = Checker(PatchedSubject(name, patches))
-    checker.candidates = candidates                   # the exercise's own functions are the patched ones
-    return checker.run(EXAMPLES, SEED)
+    judged = engine.judge_functions(lambda n: PatchedSubject(n, patches), patches, components=[name],
+                                    mistakes=candidates, examples=EXAMPLES, seed=SEED)
+    return [check for _, check in judged.drawn]
 
 
 def _component_entry(name, check):
@@ -71,18 +66,11 @@ def _component_entry(name, check):
             "example": failure.example.describe() if failure and failure.example else None}
 
 
-class _CaseFailure:
-    """A fixed case's verdict seen as a failure with candidate mistakes, for ``settle``."""
-
-    def __init__(self, verdict):
-        self.verdict, self.matches, self.mistake = verdict, verdict["matches"], verdict["mistake"]
-
-
 def _case_entry(case, size, verdict):
-    error = verdict["error"]
-    return {"case": case, "size": size, "ok": verdict["ok"], "tensors": [
-        {k: v for k, v in t.items() if k in ("name", "message", "diagnoses")} for t in verdict["tensors"]],
-        "notes": verdict["notes"], "mistake": _mistake_json(verdict["mistake"]),
+    error = verdict.error
+    return {"case": case, "size": size, "ok": verdict.ok, "tensors": [
+        {"name": c.name, "message": c.failure.message, "diagnoses": c.failure.diagnoses} for c in verdict.checks],
+        "notes": verdict.notes, "mistake": _mistake_json(verdict.mistake),
         "error": describe_error(error) if error is not None else None}
 
 
@@ -105,7 +93,7 @@ class _ClaimFailure:
 
     def __init__(self, entry, check, error, candidates):
         self.entry = entry
-        self.matches = [m for m in candidates if self._same(_run_claim(check, m.patches()), error)]
+        self.matches = [m for m, wrong in candidates if self._same(_run_claim(check, wrong), error)]
         self.mistake = self.matches[0] if self.matches else None
 
     def _same(self, outcome, error):
@@ -131,33 +119,18 @@ def _claims(exercise, patches, progress, candidates):
 def judge_exercise(exercise, patches, progress=None):
     """{"exercise", "checks": [...], "claims": [...]} of one exercise with ``patches`` in place
     (the training task's: every component the learner wrote)."""
-    candidates = mistakes.of_functions(exercise.paths(forward=True))
-    drawn, fixed = [], []
-    for name in exercise.components:
-        _say(progress, f"{name} on drawn inputs")
-        drawn += [(name, check) for check in judge_component(name, patches, candidates)]
-    # without drawn inputs, each fixed case runs on more random numbers too (same sizes)
-    seeds = (None,) + (EXTRA_SEEDS if not exercise.components else ())
-    for case, sizes in exercise.checks:
-        for size in sizes:
-            for seed in seeds:
-                _say(progress, f"{case} (size {size})")
-                build = (lambda case=case, size=size, seed=seed:
-                         CASES[case](np.random.default_rng(size if seed is None else seed + size), size))
-                verdict = judge_case(build, patches, candidates)
-                fixed.append((case, size, _CaseFailure(verdict)))
-                if not verdict["ok"]:
-                    break                              # one failing seed says it; the rest add time
+    candidates = engine.candidates(exercise.paths(forward=True))
+    judged = engine.judge_functions(
+        lambda name: PatchedSubject(name, patches), patches, exercise.components, exercise.checks,
+        candidates, EXAMPLES, SEED, extra_seeds=EXTRA_SEEDS if not exercise.components else (),
+        progress=lambda text: _say(progress, text))     # without drawn inputs, more numbers per case
     claim_entries, claim_failures = _claims(exercise, patches, progress, candidates)
     # several mistakes may fit one check: name the one that fits them all
-    compared = [f for name in exercise.components for f in compared_failures([c for n, c in drawn if n == name])]
-    mistakes.settle(compared + [f for _, _, f in fixed if not f.verdict["ok"]] + claim_failures)
-    for _, _, found in fixed:
-        found.verdict["mistake"] = found.mistake
+    engine.settle(judged.failures() + claim_failures)
     for found in claim_failures:
         found.entry["mistake"] = _mistake_json(found.mistake)
-    checks = [_component_entry(name, check) for name, check in drawn]
-    checks += [_case_entry(case, size, found.verdict) for case, size, found in fixed]
+    checks = [_component_entry(name, check) for name, check in judged.drawn]
+    checks += [_case_entry(case, size, verdict) for case, size, verdict in judged.fixed]
     return {"exercise": exercise.name, "checks": checks, "claims": claim_entries, "error": None}
 
 

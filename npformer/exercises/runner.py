@@ -45,7 +45,7 @@ def describe(error, workspace_dir):
 
 def learner_patches(workspace, specs):
     """{"npformer.<module>.<qualname>": the learner's function} for "file.py:qualname" specs."""
-    from ..testing.patching import learner_functions
+    from .learner import learner_functions
     by_file = {}
     for spec in specs:
         file, qualname = spec.split(":")

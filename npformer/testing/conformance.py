@@ -175,11 +175,11 @@ class Checker:
     def matches(self, example, outputs_only):
         """``matching_mistakes`` on ``example``, the first examples seen and two on which the
         code under test computed wrong numbers without raising (two mistakes may raise the same
-        error), remembered."""
+        error), remembered; pairs of mistakes in one function when no single one matches."""
         for seen, only, found in self._matches:
             if seen is example and only == outputs_only:
                 return found
-        found = matching_mistakes(self, [example] + self.seen + self.ran, outputs_only)
+        found = matching_mistakes(self, [example] + self.seen + self.ran, outputs_only, two=True)
         self._matches.append((example, outputs_only, found))     # the example is kept alive with it
         return found
 

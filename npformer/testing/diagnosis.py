@@ -1,9 +1,13 @@
 """What a failing check is: its smallest example, and the catalogued mistakes (one, or two in
-one function) that compute exactly what the implementation computed there."""
+one function) that compute exactly what the implementation computed there.
+
+``same`` and ``matching`` are the engine's one test of "these two results are the same" and
+its one mistake matcher: conform's drawn examples (``matching_mistakes``) and the grader's
+fixed cases (``judge``) both use them."""
 from __future__ import annotations
 
 from . import mistakes
-from .compare import equal
+from .compare import MATCH_TOL, equal
 from .patching import patched
 from .problem import same_error
 from .report import Failure
@@ -34,19 +38,53 @@ def smallest_failure(checker, name, examples, seed, shrunk=None):
                       rel_error=None if isinstance(found, str) else found.get("rel_error"))
     if not name.startswith(("output", "gradient")):
         return failure
+    # one mistake, else two wrong lines in one function (each one's hint)
     failure.matches = checker.matches(example, outputs_only=name.startswith("output"))
-    if not failure.matches:                # two wrong lines in one function: each one's hint
-        failure.matches = matching_pairs(checker, example, outputs_only=name.startswith("output"))
     failure.mistake = failure.matches[0] if failure.matches else None
     return failure                    # its generic diagnoses are shown only if no mistake is named
 
 
-def matching_mistakes(checker, examples, outputs_only=False):
-    """The catalogued mistakes that compute exactly what the implementation computed on every
-    one of ``examples`` (and differ from the reference on one), in catalogue order; raising
-    the same error on an example counts as computing the same. ``outputs_only``: compare the
-    outputs alone (a wrong output is a forward's mistake, whatever the backward beside it does)."""
-    tol = checker.tolerance()
+def same(a, b, tol=MATCH_TOL):
+    """True when two results are the same: each a ({check name: array}, error) pair, with the
+    same error (one type, one message), or no error and the same names holding equal arrays
+    (``compare.equal`` to ``tol``). The one test of sameness for conform and the fixed cases."""
+    (values_a, error_a), (values_b, error_b) = a, b
+    if error_a is not None or error_b is not None:
+        return same_error(error_a, error_b)
+    return bool(values_a) and set(values_a) == set(values_b) and \
+        all(equal(x, values_b[name], tol) for name, x in values_a.items())
+
+
+def matching(candidates, compute, theirs, right=None, tol=MATCH_TOL, two=False):
+    """The catalogued mistakes that compute what the code under test computed, in the order of
+    ``candidates`` (Mistakes, or (mistake, its patches)). ``compute(patches)``: the results with
+    those patches in place, [(values, error)] like ``theirs``; a mistake matches when every one
+    is ``same`` as the code's, and (given ``right``, the reference's) one differs from the right
+    one. A stale edit is not what the code computes. ``two``: when no single mistake matches,
+    pairs of mistakes made in one function (``mistakes.pairs``), for two wrong lines at once.
+    The one mistake matcher of conform and the fixed cases."""
+    found = []
+    for entry in candidates:
+        candidate, patches = entry if isinstance(entry, tuple) else (entry, None)
+        try:
+            patches = patches if patches is not None else candidate.patches()
+        except ValueError:
+            continue
+        wrong = compute(patches)
+        if all(same(w, t, tol) for w, t in zip(wrong, theirs)) and \
+                (right is None or not all(same(w, r, 1e-12) for w, r in zip(wrong, right))):
+            found.append(candidate)
+    if found or not two:
+        return found
+    both = mistakes.pairs(candidates)
+    return matching(both, compute, theirs, right, tol) if both else []
+
+
+def matching_mistakes(checker, examples, outputs_only=False, two=False):
+    """``matching`` on drawn ``examples``: the catalogued mistakes (``checker.candidates``) that
+    compute exactly what the implementation computed on every one of them (and differ from the
+    reference on one). ``outputs_only``: compare the outputs alone (a wrong output is a
+    forward's mistake, whatever the backward beside it does)."""
     outputs_only = outputs_only or not checker.subject.differentiates
 
     def results(subject):
@@ -56,41 +94,9 @@ def matching_mistakes(checker, examples, outputs_only=False):
         outputs = [{k: v for k, v in values.items() if k.startswith("output")} for values, _ in found]
         # an error raised after the output was computed (in the backward) is no output's mistake
         return [(kept, None if kept else error) for kept, (_, error) in zip(outputs, found)]
-    theirs = results(checker.subject)
-    right = results(checker.reference)
-    found = []
-    for entry in checker.candidates:      # (mistake, patches), or a mistake the grader chose
-        candidate, patches = entry if isinstance(entry, tuple) else (entry, None)
-        try:
-            patches = patches if patches is not None else candidate.patches()
-        except ValueError:                # a stale edit: not what this code computes
-            continue
+
+    def compute(patches):
         with patched(patches):
-            wrong = results(checker.reference)
-        if all(_same_result(w, t, tol) for w, t in zip(wrong, theirs)) and \
-                not all(_same_result(w, r, 1e-12) for w, r in zip(wrong, right)):
-            found.append(candidate)
-    return found
-
-
-def matching_pairs(checker, example, outputs_only):
-    """``matching_mistakes`` over pairs of the candidates made in one function (``mistakes.pairs``)."""
-    kept = checker.candidates
-    try:
-        checker.candidates = mistakes.pairs(kept)
-        return matching_mistakes(checker, [example] + checker.seen + checker.ran, outputs_only) \
-            if checker.candidates else []
-    finally:
-        checker.candidates = kept
-
-
-def _same_result(a, b, tol):
-    (values_a, error_a), (values_b, error_b) = a, b
-    if error_a is not None or error_b is not None:
-        return same_error(error_a, error_b)
-    return _same(values_a, values_b, tol)
-
-
-def _same(a, b, tol):
-    """True when two outcomes hold the same names and equal arrays (``compare.equal``)."""
-    return bool(a) and set(a) == set(b) and all(equal(x, b[name], tol) for name, x in a.items())
+            return results(checker.reference)
+    return matching(checker.candidates, compute, results(checker.subject), results(checker.reference),
+                    checker.tolerance(), two)

@@ -5,8 +5,9 @@ the decoder) are the gradient-check cases (``cases.CASES``) at a few sizes, plus
 that reach every option. ``judge_case`` runs one with the learner's functions patched in and
 without, compares the output and every gradient, checks that two backward passes add up in
 ``.grad``, and when something differs looks for the catalogued mistake that computes the
-same numbers, then for a generic diagnosis (a constant factor, a sign, a transpose, a mask,
-a sum over the wrong axis).
+same numbers (the engine's one matcher, ``diagnosis.matching``), then for a generic diagnosis
+(a constant factor, a sign, a transpose, a mask, a sum over the wrong axis). Its verdict is a
+``report.CaseVerdict``.
 """
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ import math
 
 import numpy as np
 
-from .compare import compare_tensor, equal
+from .compare import compare_tensor
+from .diagnosis import matching, same
 from .patching import patched
-from .problem import evaluate, is_module, run, same_error
-
-MATCH = 1e-7                     # two float64 results agree when relative error is below this
+from .problem import evaluate, is_module, run
+from .report import CaseVerdict, CheckResult, Failure
 
 
 def factors_of(build):
@@ -39,35 +40,36 @@ def factors_of(build):
     return {}
 
 
-def same(a, b, tol=MATCH):
-    """True when two Results agree on every output and gradient (``compare.equal``)."""
-    if a.error is not None or b.error is not None or set(a.grads) != set(b.grads) or \
-            set(a.outputs) != set(b.outputs):
-        return False
-    return all(equal(a.outputs[n], b.outputs[n], tol) for n in a.outputs) and \
-        all(equal(a.grads[n], b.grads[n], tol) for n in a.grads)
+def _failed(differs):
+    """A compare_tensor finding as the failing CheckResult of that output or gradient."""
+    name = differs["name"]
+    return CheckResult(name, "output" if name.startswith("output") else "gradient", examples=1,
+                       failure=Failure(None, differs["message"], diagnoses=differs["diagnoses"],
+                                       rel_error=differs.get("rel_error")))
 
 
 def mismatches(mine, right, factors):
-    """The output and gradients of ``mine`` that differ from ``right``: [compare_tensor dict]."""
+    """The output and gradients of ``mine`` that differ from ``right``: [failing CheckResult]."""
     found = []
     for name, expected in right.outputs.items():
         differs = compare_tensor(f"output {name}" if name != "out" else "output", mine.outputs.get(name),
                                  expected, factors)
         if differs:
-            return [differs]                    # a wrong forward makes every gradient wrong too
+            return [_failed(differs)]           # a wrong forward makes every gradient wrong too
     for name, expected in right.grads.items():
         if expected is None:
             continue
         differs = compare_tensor(f"gradient of {name}", mine.grads.get(name), np.asarray(expected), factors)
         if differs:
-            found.append(differs)
+            found.append(_failed(differs))
     return found
 
 
-def matching_mistakes(build, mine, candidates, upstream, repeat):
-    """The catalogued mistakes whose result equals ``mine`` on this problem, in order."""
-    return [c for c in candidates if same(evaluate(build, c.patches(), upstream, repeat), mine)]
+def matching_mistakes(build, mine, candidates, upstream, repeat=1):
+    """The catalogued mistakes whose result equals ``mine`` on this problem, in order
+    (``diagnosis.matching`` on this one example)."""
+    return matching(candidates, lambda patches: [evaluate(build, patches, upstream, repeat).outcome()],
+                    [mine.outcome()])
 
 
 def leak(build, patches, upstream, name):
@@ -117,39 +119,37 @@ def accumulation_note(once, twice):
 
 
 def judge_case(build, patches, candidates=()):
-    """Everything about one problem: {"ok", "forward"/"tensors"/"notes", "mistake", "error"}.
-    The upstream gradient is random everywhere (a case's own, made for finite differences,
-    may be zero where the backward has choices to make)."""
+    """Everything about one problem: a ``CaseVerdict`` (what differs, the protocol's notes, the
+    error raised, the mistake). The upstream gradient is random everywhere (a case's own, made
+    for finite differences, may be zero where the backward has choices to make)."""
     right = run(build, own_upstream=False)
     if right.error is not None:                      # an upstream of a required form (MoE's aux
         right = run(build)                           # entry): the case's own
     if right.error is not None:                      # the case itself cannot run: npformer's bug
         raise right.error
     mine = evaluate(build, patches, right.upstream)
-    verdict = {"ok": False, "tensors": [], "notes": [], "mistake": None, "matches": [], "error": mine.error}
+    verdict = CaseVerdict(error=mine.error)
     if mine.error is not None:                       # a catalogued mistake may raise the same error
-        verdict["matches"] = [c for c in candidates
-                              if same_error(evaluate(build, c.patches(), right.upstream).error, mine.error)]
-        verdict["mistake"] = verdict["matches"][0] if verdict["matches"] else None
+        verdict.matches = matching_mistakes(build, mine, candidates, right.upstream)
+        verdict.mistake = verdict.matches[0] if verdict.matches else None
         return verdict
-    verdict["tensors"] = mismatches(mine, right, factors_of(build))
+    verdict.checks = mismatches(mine, right, factors_of(build))
     # the protocol is its own verdict: right numbers, so no catalogued mistake is looked for
     wrote = mine.protocol if mine.protocol and not right.protocol else None
     repeat = 1
-    if not verdict["tensors"] and is_module(build()[0]):
+    if not verdict.checks and is_module(build()[0]):
         twice, right_twice = evaluate(build, patches, right.upstream, 2), run(build, right.upstream, 2)
-        note = accumulation_note(mine, twice) if not same(twice, right_twice) else None
+        note = accumulation_note(mine, twice) if not same(twice.outcome(), right_twice.outcome()) else None
         if note:
-            verdict["notes"].append(note)
+            verdict.notes.append(note)
             mine, repeat = twice, 2
-    if verdict["tensors"] or verdict["notes"]:
-        verdict["matches"] = matching_mistakes(build, mine, candidates, right.upstream, repeat)
-        verdict["mistake"] = verdict["matches"][0] if verdict["matches"] else None
-        if verdict["mistake"] is None:
+    if verdict.checks or verdict.notes:
+        verdict.matches = matching_mistakes(build, mine, candidates, right.upstream, repeat)
+        verdict.mistake = verdict.matches[0] if verdict.matches else None
+        if verdict.mistake is None:
             _generic(verdict, build, patches, right.upstream)
     if wrote:
-        verdict["notes"].append(wrote)
-    verdict["ok"] = not verdict["tensors"] and not verdict["notes"]
+        verdict.notes.append(wrote)
     return verdict
 
 
@@ -190,15 +190,16 @@ def moe_diagnoses(build, patches, upstream):
 
 
 def _generic(verdict, build, patches, upstream):
-    named = moe_diagnoses(build, patches, upstream) if verdict["tensors"] else []
-    for tensor in verdict["tensors"]:
-        if named and not tensor["diagnoses"] and tensor["name"].startswith("gradient of "):
-            tensor["diagnoses"] = list(named)
+    named = moe_diagnoses(build, patches, upstream) if verdict.checks else []
+    for check in verdict.checks:
+        failure = check.failure
+        if failure.diagnoses or not check.name.startswith("gradient of "):
             continue
-        name = tensor["name"]
-        if not tensor["diagnoses"] and name.startswith("gradient of "):
-            found = leak(build, patches, upstream, name[len("gradient of "):])
-            tensor["diagnoses"] = [found] if found else []
+        if named:
+            failure.diagnoses = list(named)
+            continue
+        found = leak(build, patches, upstream, check.name[len("gradient of "):])
+        failure.diagnoses = [found] if found else []
 
 
 def run_claim(check, patches, package):

@@ -3,22 +3,27 @@
 A *patch* maps the dotted path of a function or method of npformer
 (``"npformer.t03_softmax.softmax_backward"``, ``"npformer.t04_attention.MultiHeadAttention.backward"``)
 to the function that replaces it. ``patched(patches)`` puts them in place for the length of a
-``with`` block: a module-level function is replaced in every npformer module that imported
-it, a method on its class. Everything not patched is npformer's own code, so an exercise is
-judged with the learner's code for that exercise and the reference everywhere else.
+``with`` block, for the thread (the ``contextvars`` context) that entered it: every npformer
+module that imported a module-level function, and a method's class, hold a dispatcher while
+the block runs, which calls the patch in that context and npformer's own function in any
+other. Everything not patched is npformer's own code, so an exercise is judged with the
+learner's code for that exercise and the reference everywhere else.
 
 ``edited(path, old, new)`` builds a function from npformer's own source with one edit (a
-catalogued mistake); ``learner_functions`` takes functions from a learner's file.
+catalogued mistake); the grader takes a learner's functions from their files itself
+(``npformer.exercises.learner``).
 """
 from __future__ import annotations
 
 import __future__
 import contextlib
+import contextvars
+import functools
 import importlib
 import inspect
 import sys
 import textwrap
-import types
+import threading
 
 ROOT = __name__.split(".")[0]            # "npformer"
 FLAGS = __future__.annotations.compiler_flag
@@ -75,36 +80,108 @@ def _swap(entry, original, function):
     return function
 
 
+# What is patched in, for this thread (and this context) alone: {path: function}. The slots of
+# a patched path hold a dispatcher while any thread patches it; the dispatcher runs the
+# function this context patched in, or else npformer's own, so another thread computing the
+# same function meanwhile gets npformer's numbers.
+_ACTIVE = contextvars.ContextVar("npformer_patches", default=None)
+_LOCK = threading.RLock()
+_INSTALLED = {}                  # path: _Slot, while some thread patches it
+
+
+class _Slot:
+    """The dispatcher of one patched path, the places it was put, and how many patch it now."""
+
+    def __init__(self, path, owner, name, original):
+        self.path, self.owner, self.name, self.original = path, owner, name, original
+        self.users, self.places = 0, []          # (container, key, what it held): where it was put
+
+        @functools.wraps(original)              # .plain, .twin_key, __wrapped__: as the original's
+        def dispatch(*args, **kwargs):
+            active = _ACTIVE.get()
+            chosen = active.get(path) if active else None
+            return (original if chosen is None else chosen)(*args, **kwargs)
+        self.dispatch = dispatch
+
+    def spread(self, namespaces):
+        """Put the dispatcher in every place that still holds the original (a module loaded, a
+        learner's file run, since the last patch of this path)."""
+        if isinstance(self.owner, type):
+            if not self.places:
+                self.places.append((self.owner, self.name, self.owner.__dict__.get(self.name, _MISSING)))
+                setattr(self.owner, self.name, self.dispatch)
+            return
+        seen = set()
+        for container, key, entry in list(_slots(self.original, namespaces)):
+            if (id(container), key) in seen:    # one table reached through two modules' names
+                continue
+            seen.add((id(container), key))
+            container[key] = _swap(entry, self.original, self.dispatch)
+            self.places.append((container, key, (entry, container[key])))
+
+    def restore(self):
+        """Give every place back the original (whatever else was patched beside it since)."""
+        for container, key, before in reversed(self.places):
+            if isinstance(container, type):
+                if before is _MISSING:
+                    delattr(container, key)
+                else:
+                    setattr(container, key, before)
+            elif key in container:          # the very object it held, unless patched beside since
+                entry, put = before
+                now = container[key]
+                container[key] = entry if now is put else _swap(now, self.dispatch, self.original)
+
+
+def _dispatchable(owner, name):
+    """True when the slot can hold a dispatcher: a module's function, or a class's plain method
+    (a staticmethod or classmethod is swapped for the whole process, as before)."""
+    if not isinstance(owner, type):
+        return callable(getattr(owner, name))
+    return inspect.isfunction(inspect.getattr_static(owner, name))
+
+
 @contextlib.contextmanager
 def patched(patches):
-    """Put ``patches`` ({dotted path: function}) in place inside the block, then restore all."""
+    """Put ``patches`` ({dotted path: function}) in place inside the block, for this thread
+    (this context) alone; another thread meanwhile runs npformer's own functions."""
     # the fast track registers its twins against the plain functions when first imported;
     # loaded while a patch is in place it would find the patch instead, so load it first
     importlib.import_module(ROOT + ".fast")
     # a patch's own module (a learner's file) calls the other patched functions too
     namespaces = list({id(g): g for g in (getattr(f, "__globals__", None) for f in patches.values())
                        if g is not None}.values())
-    undo = []
+    used, undo, token = [], [], None
     try:
-        for path, function in patches.items():
-            _, owner, name = resolve(path)
-            if isinstance(owner, type):
-                undo.append((owner, name, owner.__dict__.get(name, _MISSING)))
-                setattr(owner, name, function)
-                continue
-            original = getattr(owner, name)
-            for container, key, entry in list(_slots(original, namespaces)):
-                undo.append((container, key, entry))
-                container[key] = _swap(entry, original, function)
+        with _LOCK:
+            for path, function in patches.items():
+                slot = _INSTALLED.get(path)
+                if slot is None:
+                    _, owner, name = resolve(path)
+                    if not _dispatchable(owner, name):
+                        undo.append((owner, name, owner.__dict__.get(name, _MISSING)))
+                        setattr(owner, name, function)
+                        continue
+                    slot = _INSTALLED[path] = _Slot(path, owner, name, getattr(owner, name))
+                slot.users += 1
+                used.append(slot)
+                slot.spread(namespaces)
+        token = _ACTIVE.set({**(_ACTIVE.get() or {}), **patches})
         yield
     finally:
-        for owner, name, value in reversed(undo):
-            if isinstance(owner, dict):
-                owner[name] = value
-            elif value is _MISSING:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, value)
+        if token is not None:
+            _ACTIVE.reset(token)
+        with _LOCK:
+            for owner, name, value in reversed(undo):
+                if value is _MISSING:
+                    delattr(owner, name)
+                else:
+                    setattr(owner, name, value)
+            for slot in reversed(used):
+                slot.users -= 1
+                if slot.users == 0:
+                    slot.restore()
+                    del _INSTALLED[slot.path]
 
 
 _MISSING = object()
@@ -149,36 +226,3 @@ def edited(path, old, new):
         source = source.replace(before, after)
     return compile_function(source, function.__name__, function.__globals__,
                             inspect.getsourcefile(function))
-
-
-# -- a learner's functions ------------------------------------------------------------------
-def learner_module(source, module_name, filename):
-    """A learner's file run as a module beside npformer's own ``module_name`` (relative
-    imports resolve inside npformer); every name the reference module defines is then bound
-    to the reference's object, so only what ``learner_functions`` takes is the learner's."""
-    package = module_name.rpartition(".")[0]
-    shadow = types.ModuleType(f"{module_name}__yours")
-    shadow.__package__, shadow.__file__ = package, filename
-    sys.modules[shadow.__name__] = shadow          # dataclasses look their module up here
-    try:
-        exec(compile(source, filename, "exec", dont_inherit=True), shadow.__dict__)
-    finally:
-        sys.modules.pop(shadow.__name__, None)
-    return shadow
-
-
-def learner_functions(source, module_name, qualnames, filename):
-    """{"npformer.<module>.<qualname>": the learner's function} for ``qualnames`` of one file."""
-    shadow = learner_module(source, module_name, filename)
-    taken = {}
-    for qualname in qualnames:
-        owner = shadow
-        for part in qualname.split("."):
-            owner = inspect.getattr_static(owner, part) if isinstance(owner, type) else getattr(owner, part)
-        taken[qualname] = owner
-    own = {q for q in qualnames if "." not in q}
-    reference_module = importlib.import_module(module_name)
-    for name, value in vars(reference_module).items():
-        if name not in own and not name.startswith("__"):
-            shadow.__dict__[name] = value
-    return {f"{module_name}.{qualname}": function for qualname, function in taken.items()}

@@ -63,6 +63,13 @@ class Result:
         """True when the implementation ran without raising."""
         return self.error is None
 
+    def outcome(self):
+        """({check name: array}, error), the form ``diagnosis.same`` compares: "output" (or
+        "output <name>") and "gradient of <name>" as conform names them."""
+        values = {("output" if name == "out" else f"output {name}"): value for name, value in self.outputs.items()}
+        values.update({f"gradient of {name}": value for name, value in self.grads.items()})
+        return values, self.error
+
 
 def _as_float64(inputs):
     return [np.asarray(x, np.float64) if np.issubdtype(np.asarray(x).dtype, np.floating) else x

@@ -40,6 +40,24 @@ class CheckResult:
 
 
 @dataclass
+class CaseVerdict:
+    """One fixed problem judged (a gradient-check case, as the grader runs it): the outputs and
+    gradients that differ, each a failing CheckResult, what the protocol check found, the error
+    the code raised, and the catalogued mistake it matches (``matches``: every one that fits)."""
+
+    checks: list = field(default_factory=list)      # CheckResult of each output or gradient that differs
+    notes: list = field(default_factory=list)       # ".grad assigned instead of accumulated", a write
+    error: BaseException | None = None              # what the code under test raised, if it did
+    mistake: object = None
+    matches: list = field(default_factory=list)
+
+    @property
+    def ok(self):
+        """True when the code ran, every output and gradient agreed, and the protocol held."""
+        return self.error is None and not self.checks and not self.notes
+
+
+@dataclass
 class ConformanceReport:
     """The result of ``conform``: ``ok``, ``checks`` (CheckResult), and how it was run."""
 

@@ -3,8 +3,7 @@
 ``of_functions(paths)`` gives the mistakes of some of npformer's functions; a mistake's
 ``patches()`` puts its wrong version in place (``patching.patched``). The grader and
 ``conform`` compare the code under test with each of them on the same inputs and name the
-one that computes the same numbers. The modules follow the files they are about.
+one that computes the same numbers. The mistakes are data (``registry``): one JSON file per
+concept file, beside this one.
 """
-from . import (activations, attention, blocks, embedding, encoders, ffn,  # noqa: F401  (each adds its mistakes)
-               flash, kv_cache, linear, moe, norm, rope, softmax, training)
-from .registry import CATALOGUE, Mistake, mistake, of_functions, pairs, settle  # noqa: F401
+from .registry import CATALOGUE, Mistake, of_functions, pairs, settle  # noqa: F401

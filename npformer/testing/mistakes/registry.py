@@ -1,18 +1,27 @@
-"""The record of a catalogued mistake and the catalogue itself.
+"""The record of a catalogued mistake and the catalogue itself, read from its data files.
 
 A mistake is a small wrong version of one of npformer's functions, written as an edit of
 its source (the text ``old`` replaced by ``new``, as a learner's line would differ from the
 right one), with what it says to the learner and the formula line to re-check. The grader
 and ``conform`` compute each mistake's results on the same inputs as the code under test;
 when they agree everywhere, the mistake is named.
+
+The catalogue is data: one JSON file per concept file, named after it (``t02_linear.json``
+for ``npformer/t02_linear.py``, ``training.optim.json`` for ``npformer/training/optim.py``),
+a list of objects {"name", "function" (its qualname in that file: "linear_backward",
+"Linear.backward"), "old", "new", "says", "recheck"}; ``old`` and ``new`` are a text, or
+lists of texts for a mistake of several edits, made in turn.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..patching import ROOT, StaleMistake, edited, resolve
 
-CATALOGUE = []                   # every Mistake, in the order they were written
+HERE = Path(__file__).resolve().parent
+FIELDS = ("name", "function", "old", "new", "says", "recheck")
 
 
 @dataclass(frozen=True)
@@ -38,11 +47,40 @@ class Mistake:
         return {path: edited(path, self.old, self.new)}
 
 
-def mistake(name, function, old, new, says, recheck):
-    """Add a mistake to the catalogue; returns it."""
-    found = Mistake(name, function, old, new, says, recheck)
-    CATALOGUE.append(found)
+def _edit(value, where):
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ValueError(f"{where}: expected a text or a list of texts, got {value!r}")
+
+
+def read(path):
+    """[Mistake] of one data file, in its order; its name is the module of their functions."""
+    module = Path(path).name[:-len(".json")]
+    entries = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: expected a list of mistakes, got {type(entries).__name__}")
+    found = []
+    for i, entry in enumerate(entries):
+        where = f"{Path(path).name}[{i}]"
+        if not isinstance(entry, dict) or set(entry) != set(FIELDS):
+            raise ValueError(f"{where}: expected an object with the keys {', '.join(FIELDS)}, got "
+                             f"{sorted(entry) if isinstance(entry, dict) else entry!r}")
+        old, new = _edit(entry["old"], f"{where}.old"), _edit(entry["new"], f"{where}.new")
+        if isinstance(old, tuple) != isinstance(new, tuple) or (isinstance(old, tuple) and len(old) != len(new)):
+            raise ValueError(f"{where}: expected as many texts in new as in old, got {old!r} and {new!r}")
+        found.append(Mistake(entry["name"], f"{module}.{entry['function']}", old, new, entry["says"],
+                             entry["recheck"]))
     return found
+
+
+def files(directory=HERE):
+    """The catalogue's data files, in the order of the concept files."""
+    return sorted(Path(directory).glob("*.json"))
+
+
+CATALOGUE = [found for path in files() for found in read(path)]   # every Mistake, file by file
 
 
 def applicable(mistakes):
@@ -54,9 +92,18 @@ def applicable(mistakes):
         try:
             usable.append((found, found.patches()))
         except (StaleMistake, SyntaxError, ImportError, AttributeError, OSError, TypeError):
-            where = found.function.split(".")[0] + ".py"
+            where = _file_of(found.function)
             stale[where] = stale.get(where, 0) + 1
     return usable, stale
+
+
+def _file_of(function):
+    """The concept file of a function path: "t02_linear.py", "training/optim.py"."""
+    try:
+        module = resolve(f"{ROOT}.{function}")[0].__name__
+    except (ValueError, AttributeError):
+        return function.split(".")[0] + ".py"
+    return module[len(ROOT) + 1:].replace(".", "/") + ".py"
 
 
 def stale_warning(stale):

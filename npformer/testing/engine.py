@@ -1,0 +1,81 @@
+"""The engine's one entry for the grader (``npformer.exercises``): what it needs, in one place.
+
+``judge_functions`` judges some of npformer's functions as a subject computes them (the
+learner's, patched in): each component on drawn inputs (``conformance.Checker``: output, every
+gradient, the properties, each failure shrunk and its catalogued mistake named) and each fixed
+case (``judge.judge_case``), both with the same matcher and verdict types. The grader keeps its
+own parts (the learner's files, its claims about whole models, its patched subject, its JSON).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .cases import CASES
+from .components import find as component
+from .conformance import Checker, compared_failures
+from .judge import judge_case
+from .mistakes import settle
+from .mistakes.registry import applicable, of_functions
+from .patching import patched, resolve
+from .problem import same_error
+from .report import CaseVerdict, CheckResult
+from .subject import Subject, describe_error
+
+__all__ = ["CASES", "CaseVerdict", "CheckResult", "Judged", "Subject", "candidates", "component",
+           "describe_error", "judge_functions", "patched", "resolve", "same_error", "settle"]
+
+
+def candidates(paths):
+    """[(mistake, its patches)] of the catalogued mistakes of ``paths`` (npformer functions,
+    "t03_softmax.softmax_backward"), each compiled once; a stale one (its function's text has
+    changed since) is left out."""
+    return applicable(of_functions(paths))[0]
+
+
+@dataclass
+class Judged:
+    """What ``judge_functions`` found: (component, CheckResult) on drawn inputs, (case, size,
+    CaseVerdict) of the fixed cases; ``failures()`` are those compared with the catalogue."""
+
+    drawn: list = field(default_factory=list)
+    fixed: list = field(default_factory=list)
+
+    def failures(self):
+        """The failures to ``settle`` together (with any of the caller's own)."""
+        names = dict.fromkeys(name for name, _ in self.drawn)
+        compared = [f for name in names for f in compared_failures([c for n, c in self.drawn if n == name])]
+        return compared + [verdict for _, _, verdict in self.fixed if not verdict.ok]
+
+
+def judge_functions(subject, patches, components=(), cases=(), mistakes=(), examples=40, seed=0,
+                    extra_seeds=(), progress=None):
+    """A ``Judged`` of the functions ``patches`` puts in place.
+
+    ``subject(name)``: the Subject computing component ``name`` with them in place;
+    ``components``: names judged on ``examples`` drawn inputs (hypothesis ``seed``);
+    ``cases``: (case name, sizes) of ``CASES``, each judged with ``patches`` in place, and again
+    with each of ``extra_seeds`` (other numbers, the same sizes) until one fails;
+    ``mistakes``: the candidates (``candidates(paths)``); ``progress(text)``: told each stage.
+    The failures' mistakes are settled among themselves; settle again with the caller's own."""
+    judged = Judged()
+    for name in components:
+        if progress:
+            progress(f"{name} on drawn inputs")
+        checker = Checker(subject(name))
+        checker.candidates = list(mistakes)     # the patched functions' own, not the component's
+        judged.drawn += [(name, check) for check in checker.run(examples, seed)]
+    for case, sizes in cases:
+        for size in sizes:
+            for extra in (None,) + tuple(extra_seeds):
+                if progress:
+                    progress(f"{case} (size {size})")
+                build = (lambda case=case, size=size, extra=extra:
+                         CASES[case](np.random.default_rng(size if extra is None else extra + size), size))
+                verdict = judge_case(build, patches, mistakes)
+                judged.fixed.append((case, size, verdict))
+                if not verdict.ok:
+                    break                              # one failing seed says it; the rest add time
+    settle(judged.failures())
+    return judged

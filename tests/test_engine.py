@@ -1,0 +1,141 @@
+"""The engine's own seams: one test of sameness, one mistake matcher, one verdict type, and
+patches that only the thread which made them sees."""
+import threading
+
+import numpy as np
+
+import npformer
+from npformer import t02_linear
+from npformer.testing.cases import CASES
+from npformer.testing.diagnosis import matching, same
+from npformer.testing.judge import judge_case
+from npformer.testing.mistakes import CATALOGUE
+from npformer.testing.patching import _INSTALLED, patched, reference
+from npformer.testing.report import CaseVerdict, CheckResult
+
+
+def _mistake(name):
+    return next(m for m in CATALOGUE if m.name == name)
+
+
+def _linear_problem():
+    rng = np.random.default_rng(3)
+    x, weight, bias = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5)), rng.standard_normal(5)
+    _, cache = t02_linear.linear_forward(x, weight, bias)
+    d_out = rng.standard_normal((2, 3, 5))
+    return x, d_out, cache
+
+
+def test_same_compares_errors_by_type_and_message_and_arrays_to_the_tolerance():
+    a = {"output": np.array([1.0, 2.0])}
+    assert same((a, None), ({"output": np.array([1.0, 2.0 + 1e-9])}, None))
+    assert not same((a, None), ({"output": np.array([1.0, 2.1])}, None))
+    assert not same((a, None), ({"output": a["output"], "gradient of x": a["output"]}, None))
+    assert same(({}, ValueError("x: bad")), ({}, ValueError("x: bad")))
+    assert not same(({}, ValueError("x: bad")), ({}, TypeError("x: bad")))
+    assert not same((a, None), ({}, ValueError("x")))
+
+
+def test_matching_names_the_mistake_that_computes_the_same_and_skips_stale_ones():
+    x, d_out, cache = _linear_problem()
+    transposed, mean = _mistake("linear-weight-transposed"), _mistake("linear-weight-mean-over-rows")
+
+    def compute(patches):
+        with patched(patches):
+            return [({"gradient of weight": t02_linear.linear_backward(d_out, cache)[1]}, None)]
+    rows = x.reshape(-1, 4)
+    theirs = [({"gradient of weight": rows.T @ d_out.reshape(-1, 5) / len(rows)}, None)]
+    right = compute({})
+
+    class Stale:
+        def patches(self):
+            raise ValueError("its text changed")
+    assert matching([transposed, Stale(), mean], compute, theirs, right) == [mean]
+    assert matching([transposed], compute, right, right) == []        # the right numbers are no mistake
+
+
+def test_a_fixed_case_verdict_is_the_engines_dataclass():
+    mistake = _mistake("linear-weight-transposed")
+    build = lambda: CASES["linear"](np.random.default_rng(0), 0)          # noqa: E731
+    verdict = judge_case(build, mistake.patches(), [mistake, _mistake("linear-bias-mean")])
+    assert isinstance(verdict, CaseVerdict) and not verdict.ok
+    assert all(isinstance(c, CheckResult) and c.failure for c in verdict.checks)
+    assert "gradient of weight" in [c.name for c in verdict.checks]
+    assert verdict.mistake is mistake and verdict.matches == [mistake]
+    assert judge_case(build, {}, [mistake]).ok
+
+
+def test_a_patch_is_seen_by_its_own_thread_alone():
+    x, d_out, cache = _linear_problem()
+    right = x.reshape(-1, 4).T @ d_out.reshape(-1, 5)         # d_W = x^T d_y, summed over positions
+    own = t02_linear.linear_backward
+    inside, elsewhere, entered, looked = [], [], threading.Event(), threading.Event()
+
+    def patching():
+        with patched(_mistake("linear-weight-transposed").patches()):
+            inside.append(t02_linear.linear_backward(d_out, cache)[1])
+            entered.set()
+            looked.wait(10)
+            inside.append(npformer.t02_linear.linear_backward(d_out, cache)[1])
+
+    def computing():
+        entered.wait(10)
+        elsewhere.append(t02_linear.linear_backward(d_out, cache)[1])
+        layer = t02_linear.Linear(4, 5, rng=np.random.default_rng(0)).astype(np.float64)
+        y, layer_cache = layer.forward(x)
+        layer.backward(d_out, layer_cache)
+        elsewhere.append(layer.weight.grad)
+        looked.set()
+    threads = [threading.Thread(target=patching), threading.Thread(target=computing)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert entered.is_set() and looked.is_set()
+    assert all(np.allclose(w, right.T) for w in inside) and len(inside) == 2    # the mistake's d_W
+    assert all(np.allclose(w, right) for w in elsewhere) and len(elsewhere) == 2
+    assert t02_linear.linear_backward is own and not _INSTALLED                # all given back
+
+
+def test_patches_of_one_table_entry_by_two_threads_come_undone_in_any_order():
+    from npformer import t06_activations as act
+    own = act.ACTIVATIONS["gelu"]
+    plain = reference("npformer.t06_activations.gelu_backward")
+    forward_in, backward_in, forward_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def forward_thread():                  # patches the forward, and is the first to finish
+        with patched({"npformer.t06_activations.gelu_forward": lambda *a, **k: "forward patched"}):
+            forward_in.set()
+            backward_in.wait(10)
+            seen["forward thread"] = [f() for f in act.ACTIVATIONS["gelu"][:1]]
+        forward_out.set()
+
+    def backward_thread():
+        forward_in.wait(10)
+        with patched({"npformer.t06_activations.gelu_backward": lambda *a, **k: "backward patched"}):
+            backward_in.set()
+            forward_out.wait(10)
+            _, backward = act.ACTIVATIONS["gelu"]
+            seen["backward thread"] = [backward(), reference("npformer.t06_activations.gelu_backward")]
+            seen["its forward"] = act.ACTIVATIONS["gelu"][0](np.array([0.0]))
+    threads = [threading.Thread(target=forward_thread), threading.Thread(target=backward_thread)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert seen["forward thread"] == ["forward patched"]
+    assert seen["backward thread"] == ["backward patched", plain]
+    assert not isinstance(seen["its forward"], str)              # npformer's GELU, not the patch
+    assert act.ACTIVATIONS["gelu"] == own and not _INSTALLED
+
+
+def test_a_table_entry_reached_through_two_modules_is_given_back_as_the_very_same_object():
+    from npformer.testing.cases import components
+    own = npformer.FUNCTION_PAIRS["softmax"]
+    assert components.FUNCTION_PAIRS is npformer.FUNCTION_PAIRS          # one dict, two modules' names
+    with patched({"npformer.t03_softmax.softmax_forward": lambda *a, **k: "forward",
+                  "npformer.t03_softmax.softmax_backward": lambda *a, **k: "backward"}):
+        forward, backward = npformer.FUNCTION_PAIRS["softmax"]
+        assert (forward(), backward()) == ("forward", "backward")
+    assert npformer.FUNCTION_PAIRS["softmax"] is own                     # the grader's fingerprint
