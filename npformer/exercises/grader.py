@@ -207,7 +207,7 @@ def run_exercise(root, workspace, exercise, timeout, together=False, say=None, l
         os.close(write_end)
     reader.join(timeout=5.0)
     code = ran.code
-    stopped = _read_stack(os.path.join(scratch, "stack.txt"), workspace.directory) \
+    stopped = _read_stack(os.path.join(scratch, "learner", "stack.txt"), workspace.directory) \
         if code in ("timeout", 1) else None
     if stopped is not None:
         code = "timeout"
