@@ -11,10 +11,12 @@ runs here, on what came back.
 Where each verdict is computed:
 
 - components on drawn inputs, their properties and the fixed cases: here, from arrays;
-- claims (whole-model facts such as training the reverse task): the claim's program runs in the
-  worker with the learner's functions and sends back its outcome, which is its verdict (a
-  claim is a program over many calls of the learner's code; the judge matches a failing claim
-  with the catalogue here). The report says which ones these are (``result["computed"]``).
+- a claim made of two halves (``check.compute`` and ``check.judge``: training the reverse
+  task) computes in the worker and is judged here (the held-out answers are counted here);
+- every other claim (whole-model facts: a program over many calls of the learner's code, its
+  numbers and its inputs both made there) runs in the worker, which sends back its outcome,
+  and that outcome is its verdict; a failing one is matched with the catalogue here. The
+  result says which is which (``result["computed"]``).
 
 What the worker sends is checked as it is read: its frames (``wire``), then the shape of each
 answer; anything else is a ``Stopped`` of its own ("your code wrote to the grader's channel").
@@ -167,6 +169,15 @@ class Learner:
         if "failed" in answer:
             error = wire.rebuilt(answer["failed"])
             return False, f"your code raised {error.described}", error
+        if getattr(check, "judge", None) is not None:         # the verdict is made here
+            if answer.get("error") is not None:
+                error = wire.rebuilt(answer["error"])
+                return False, f"your code raised {error.described}", error
+            computed = answer.get("computed")
+            try:
+                return True, check.judge(computed if isinstance(computed, dict) else {}), None
+            except claims.ClaimFailed as failure:
+                return False, str(failure), None
         try:
             if not isinstance(answer["ok"], bool):
                 raise wire.ChannelError("a claim's verdict that is not a bool")

@@ -10,6 +10,8 @@ mistakes are run here, and the learner's process only computes arrays on the exa
 sent (and runs the exercise's claims, see ``remote``). The result goes as JSON down the pipe
 ``N``, which the learner's process does not hold, with the grader's secret read from stdin;
 what the learner's code prints goes to fd 1 and 2, which the grader reads with a cap.
+``--timeout``: the seconds the learner's process may compute (its waits for the judge are not
+counted); a second before, it writes its stack to ``learner/stack.txt`` and ends.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ def _private():
         return False
 
 
-def start_learner(directory, name, together, timeout):
+def start_learner(directory, name, together, timeout=None):
     """(process, Learner) of a new learner's process for exercise ``name``. The engine is
     imported after it starts: both processes load npformer at once."""
     to_read, to_write = os.pipe()              # requests: we write, it reads
@@ -116,8 +118,12 @@ def main(argv=None):
     result["refused"] = refused
     result["engine_changed"] = [str(n) for n in last.get("engine_changed") or []][:100]
     result["unguarded"] = [str(n) for n in hello.get("unguarded") or []]
-    # the checks were judged here from arrays; the claims' verdicts came from the learner's process
-    result["computed"] = {"checks": "judge", "claims": "learner"}
+    # where each verdict was made: the checks here from arrays; a claim here when it comes in two
+    # halves, else in the learner's process (its outcome is its verdict)
+    from . import claims
+    result["computed"] = {"checks": "judge", "claims": {
+        text: "judge" if getattr(check, "judge", None) is not None else "learner"
+        for text, check in claims.of(name)}}
     result["requests"] = learner.requests
     result["token"] = token
     channel.write(json.dumps(result))

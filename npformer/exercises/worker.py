@@ -13,7 +13,8 @@ answered on fd W (``wire``'s frames: arrays and JSON, never pickles):
   into (``Subject.result``);
 - ``output`` / ``gradients``: one call of the forward, or of the backward, on given arrays;
 - ``case``: a gradient-check case built from its name, size and seed (``problem.evaluate``);
-- ``claim``: one of the exercise's claims about whole models (the claims run here: see
+- ``claim``: one of the exercise's claims about whole models: its numbers, for a claim made
+  of two halves (training: the answers to the held-out prompts), else its outcome (see
   ``remote``); ``finish``: what changed in this process's engine, and the end.
 
 Every answer carries the refusals the guard made since the last one; a refusal ends the
@@ -26,6 +27,7 @@ import faulthandler
 import os
 import re
 import sys
+import time
 import traceback
 
 from . import catalog, wire
@@ -187,9 +189,83 @@ class _Server:
 
     def claim(self, request):
         text, check = self.claims.of(self.exercise.name)[request["index"]]
+        if getattr(check, "compute", None) is not None:       # a claim in two halves: ours computes
+            import numpy as np
+
+            import npformer
+            try:
+                with np.errstate(all="ignore"):
+                    return {"computed": check.compute(npformer)}
+            except Exception as error:        # noqa: BLE001 - the learner's code raised
+                return {"error": self.error(error)}
         ok, detail, error = self.run_claim(check, {})
         return {"ok": bool(ok), "detail": None if detail is None else str(detail)[:2000],
                 "error": None if error is None else self.error(error)}
+
+
+def _replaced(patches):
+    """[(npformer's object, the learner's function)] of the module-level functions patched."""
+    from ..testing.patching import resolve
+    swaps = []
+    for path, function in patches.items():
+        _, owner, name = resolve(path)
+        if not isinstance(owner, type):       # a method is looked up on its class
+            swaps.append((getattr(owner, name), function))
+    return swaps
+
+
+def _namespaces(patches):
+    """The learner's modules (the globals of their functions, through the wrappers npformer
+    puts on a Module's backward)."""
+    import inspect
+    found = {}
+    for function in patches.values():
+        space = getattr(inspect.unwrap(function), "__globals__", None)
+        if space is not None:
+            found[id(space)] = space
+    return list(found.values())
+
+
+def _rebind(spaces, swaps):
+    """In the learner's modules, every name (or table entry) still bound to npformer's version of
+    a patched function now names the learner's: their TiedHead.backward calls their own
+    linear_backward, imported from t02_linear, when their files are judged together."""
+    def swapped(value):
+        for original, function in swaps:
+            if value is original:
+                return function
+            if isinstance(value, tuple) and any(item is original for item in value):
+                return tuple(function if item is original else item for item in value)
+        return value
+    for space in spaces:
+        for key, value in list(space.items()):
+            if isinstance(value, dict) and key != "__builtins__":
+                for entry_key, entry in list(value.items()):
+                    value[entry_key] = swapped(entry)
+            else:
+                space[key] = swapped(value)
+
+
+class _Clock:
+    """The learner's time: ``timeout`` seconds of computing (loading their files, answering),
+    not counting the waits for the judge's next request. A second before it is used up, the
+    stack goes to ``stack`` (where the grader reads where their code was) and the process ends."""
+
+    def __init__(self, timeout, stack):
+        self.left = None if not timeout else timeout - 1.0
+        self.file = open(stack, "w", encoding="utf-8") if self.left is not None else None
+        self.began = None
+
+    def __enter__(self):
+        if self.left is not None:
+            self.began = time.monotonic()
+            faulthandler.dump_traceback_later(max(self.left, 0.1), exit=True, file=self.file)
+
+    def __exit__(self, *_):
+        if self.left is not None:
+            faulthandler.cancel_dump_traceback_later()
+            self.left -= time.monotonic() - self.began
+        return False
 
 
 def _arrays(value):
@@ -209,19 +285,16 @@ def main(argv=None):
     """Serve the judge's requests until it says finish (or closes the pipe). Exit code 0."""
     argv = sys.argv[1:] if argv is None else argv
     directory, name = argv[:2]
+    clock = _Clock(float(argv[argv.index("--timeout") + 1]) if "--timeout" in argv else None,
+                   argv[argv.index("--stack") + 1] if "--stack" in argv else "stack.txt")
     requests = int(argv[argv.index("--requests") + 1])
     replies = int(argv[argv.index("--replies") + 1])
     together = "--together" in argv
-    timeout = float(argv[argv.index("--timeout") + 1]) if "--timeout" in argv else None
     # held here, before the learner's code runs: it may rebind the module's names
     send, receive, pack_error = wire.send, wire.receive, wire.error_message
     from . import guard
     from .workspace import load_workspace
     workspace, exercise = load_workspace(directory), catalog.find(name)
-    if timeout:                              # the stack at the moment the grader would stop us
-        stack = open(argv[argv.index("--stack") + 1] if "--stack" in argv else "stack.txt", "w",
-                     encoding="utf-8")
-        faulthandler.dump_traceback_later(max(timeout - 1.0, 0.5), exit=True, file=stack)
     specs = specs_to_judge(workspace, exercise, together)
     # together too: each exercise's functions are the learner's, so npformer's own are refused
     graded = [catalog.module_path(s) for s in specs]
@@ -238,7 +311,8 @@ def main(argv=None):
     hello = {"ok": True}
     patches = {}
     try:
-        patches = learner_patches(workspace, specs)
+        with clock:
+            patches = learner_patches(workspace, specs)
     except guard.Refused:
         hello = {"ok": False, "stopped": True}
     except Exception as error:           # their file does not even run: say where
@@ -249,8 +323,11 @@ def main(argv=None):
                "case": server.case, "claim": server.claim}
     from ..testing.patching import patched
     in_place = patched(patches)
+    swaps = _replaced(patches)
     try:
-        in_place.__enter__()
+        with clock:
+            in_place.__enter__()
+            _rebind(_namespaces(patches), swaps)
     except guard.Refused:
         hello = {"ok": False, "stopped": True}
     before = fingerprint()                # the patches put the learner's functions in its slots
@@ -260,7 +337,8 @@ def main(argv=None):
         if request is None or request.get("op") == "finish":
             break
         try:
-            answer = answers[request["op"]](request)
+            with clock:
+                answer = answers[request["op"]](request)
         except guard.Refused:
             answer = {"stopped": True}
         except Exception as error:             # noqa: BLE001 - a request this process cannot answer
