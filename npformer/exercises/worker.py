@@ -307,6 +307,11 @@ def main(argv=None):
         lines = [str(line)[:500] for line in refused[told:]]
         told = len(refused)
         return lines
+    # the engine this process answers with, taken before the learner's files run
+    server = _Server(exercise, workspace.directory)
+    answers = {"result": server.result, "output": server.output, "gradients": server.gradients,
+               "case": server.case, "claim": server.claim}
+    from ..testing.patching import patched
     before = fingerprint()
     hello = {"ok": True}
     patches = {}
@@ -318,10 +323,6 @@ def main(argv=None):
     except Exception as error:           # their file does not even run: say where
         hello = {"ok": False, "import_failed": describe(error, workspace.directory)}
     engine = changed(before)              # what the learner's files did as they loaded
-    server = _Server(exercise, workspace.directory)
-    answers = {"result": server.result, "output": server.output, "gradients": server.gradients,
-               "case": server.case, "claim": server.claim}
-    from ..testing.patching import patched
     in_place = patched(patches)
     swaps = _replaced(patches)
     try:
