@@ -189,3 +189,20 @@ def test_the_training_stage_is_guarded_too(tmp_path):
     result, _, _ = _judge(ws, "train", tmp_path, "--together")
     assert "your code called npformer's own softmax_backward" in result["refused"], result
     assert not any(c["ok"] for c in result["claims"])
+
+
+def test_the_training_verdict_is_counted_by_the_judge_from_the_answers():
+    """The judging half of the training claim: a string counts when it is the prompt's digits
+    reversed; anything but one string per held-out prompt is no verdict of done."""
+    from npformer.exercises.claims import ClaimFailed
+    from npformer.exercises.claims.training import judge_reverse
+    from npformer.training.data import reverse_task
+    prompts = [e.prompt for e in reverse_task(n_train=3000, n_heldout=500, length=5).heldout]
+    assert all(len(p) == 6 and p.endswith(">") for p in prompts)
+    right = [p[:-1][::-1] for p in prompts]
+    assert judge_reverse({"predictions": right, "seconds": 3.0}).startswith("held-out accuracy 100.0%")
+    with pytest.raises(ClaimFailed, match="held-out accuracy 98.0%"):
+        judge_reverse({"predictions": right[:490] + ["?????"] * 10, "seconds": 3.0})
+    for forged in ({"predictions": right[:10], "seconds": 1.0}, {"predictions": "all", "seconds": 1.0}, {}):
+        with pytest.raises(ClaimFailed, match="one answer per held-out prompt"):
+            judge_reverse(forged)
