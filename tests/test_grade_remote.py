@@ -206,3 +206,24 @@ def test_the_training_verdict_is_counted_by_the_judge_from_the_answers():
     for forged in ({"predictions": right[:10], "seconds": 1.0}, {"predictions": "all", "seconds": 1.0}, {}):
         with pytest.raises(ClaimFailed, match="one answer per held-out prompt"):
             judge_reverse(forged)
+
+
+def test_a_claims_assertions_are_made_again_in_the_judge():
+    """A claim's outcome sent by the learner's process is not its verdict when the claim asserts
+    on arrays: a forged "ok" with no assertions, or with arrays that do not agree, fails here."""
+    from npformer.exercises import asserted, catalog, claims
+    from npformer.exercises.remote import Learner
+    text, check = next((t, c) for t, c in claims.of("kv-cache") if "full forward's logits" in t)
+    learner = Learner(catalog.find("kv-cache"), -1, -1)
+    honest = []
+    with asserted.recording(check, honest):             # npformer's own code: the claim holds
+        check(__import__("npformer"), None)
+    assert [r["kind"] for r in honest] == ["close"]
+    forged_mine = dict(honest[0], mine=honest[0]["mine"] + 1.0)
+    for records, says in (([], "did not all run"), ([forged_mine], "cached logits: at")):
+        learner.ask = lambda op, records=records, **fields: {"ok": True, "detail": None, "error": None,
+                                                             "asserted": records}
+        ok, detail, _ = learner.claim(check)
+        assert not ok and says in detail, detail
+    learner.ask = lambda op, **fields: {"ok": True, "detail": None, "error": None, "asserted": honest}
+    assert learner.claim(check)[0] is True and learner.sites[text] == "judge"

@@ -13,10 +13,13 @@ Where each verdict is computed:
 - components on drawn inputs, their properties and the fixed cases: here, from arrays;
 - a claim made of two halves (``check.compute`` and ``check.judge``: training the reverse
   task) computes in the worker and is judged here (the held-out answers are counted here);
-- every other claim (whole-model facts: a program over many calls of the learner's code, its
-  numbers and its inputs both made there) runs in the worker, which sends back its outcome,
-  and that outcome is its verdict; a failing one is matched with the catalogue here. The
-  result says which is which (``result["computed"]``).
+- every other claim (whole-model facts: a program over many calls of the learner's code) runs
+  in the worker, which sends back its outcome and the arrays of its assertions (``asserted``);
+  here each assertion is made again, and they must be the ones npformer's own code makes
+  (kinds, names, shapes, in order), so a pass is decided here. The inputs of those arrays were
+  made in the worker, by the claim's program: a claim whose only test is a condition of its
+  own (no ``close`` or ``zero``) keeps the worker's outcome as its verdict. A failing claim is
+  matched with the catalogue here. The result says which is which (``result["computed"]``).
 
 What the worker sends is checked as it is read: its frames (``wire``), then the shape of each
 answer; anything else is a ``Stopped`` of its own ("your code wrote to the grader's channel").
@@ -28,7 +31,7 @@ import numpy as np
 from ..testing.components import find
 from ..testing.problem import Result
 from ..testing.subject import Subject
-from . import claims, wire
+from . import asserted, claims, wire
 
 
 class Stopped(BaseException):
@@ -83,6 +86,7 @@ class Learner:
     def __init__(self, exercise, to_worker, from_worker):
         self.exercise, self.to_worker, self.from_worker = exercise, to_worker, from_worker
         self.refused, self.stopped, self.finished = [], None, None
+        self.sites, self._structures = {}, {}      # claim text -> where its verdict was made
         self.requests = 0
 
     # -- the channel ----------------------------------------------------------------------------
@@ -170,6 +174,7 @@ class Learner:
             error = wire.rebuilt(answer["failed"])
             return False, f"your code raised {error.described}", error
         if getattr(check, "judge", None) is not None:         # the verdict is made here
+            self.sites[claims.of(self.exercise.name)[index][0]] = "judge"
             if answer.get("error") is not None:
                 error = wire.rebuilt(answer["error"])
                 return False, f"your code raised {error.described}", error
@@ -179,13 +184,32 @@ class Learner:
             except claims.ClaimFailed as failure:
                 return False, str(failure), None
         try:
-            if not isinstance(answer["ok"], bool):
-                raise wire.ChannelError("a claim's verdict that is not a bool")
+            if not isinstance(answer["ok"], bool) or not asserted.valid(answer.get("asserted")):
+                raise wire.ChannelError("a claim's verdict that is not a bool, or assertions not of arrays")
             error = answer.get("error")
-            return answer["ok"], _text(answer.get("detail")), None if error is None else wire.rebuilt(error)
+            ok, detail, error = answer["ok"], _text(answer.get("detail")), None if error is None else \
+                wire.rebuilt(error)
         except (KeyError, wire.ChannelError):
             self.stopped = CHANNEL
             raise Stopped(CHANNEL) from None
+        expected = self.structure(check)
+        self.sites[claims.of(self.exercise.name)[index][0]] = "judge" if expected else "learner"
+        if not ok or error is not None or not expected:
+            return ok and error is None, detail, error
+        failure = asserted.rechecked(answer["asserted"], expected)     # the verdict is made here
+        return (False, failure, None) if failure else (True, detail, None)
+
+    def structure(self, check):
+        """``asserted.structure`` of the claim run here with npformer's own code ([] when it
+        makes no assertion of arrays, or cannot run: then the learner's process's outcome is
+        the verdict)."""
+        from .judging import _run_claim
+        if check not in self._structures:
+            records = []
+            with asserted.recording(check, records):
+                ok, _, _ = _run_claim(check, {})
+            self._structures[check] = asserted.structure(records) if ok else []
+        return self._structures[check]
 
 
 class RemoteSubject(Subject):

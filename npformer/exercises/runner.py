@@ -119,10 +119,10 @@ def main(argv=None):
     result["engine_changed"] = [str(n) for n in last.get("engine_changed") or []][:100]
     result["unguarded"] = [str(n) for n in hello.get("unguarded") or []]
     # where each verdict was made: the checks here from arrays; a claim here when it comes in two
-    # halves, else in the learner's process (its outcome is its verdict)
+    # halves or its assertions were made again here, else in the learner's process
     from . import claims
     result["computed"] = {"checks": "judge", "claims": {
-        text: "judge" if getattr(check, "judge", None) is not None else "learner"
+        text: learner.sites.get(text, "judge" if getattr(check, "judge", None) is not None else "learner")
         for text, check in claims.of(name)}}
     result["requests"] = learner.requests
     result["token"] = token

@@ -14,8 +14,8 @@ answered on fd W (``wire``'s frames: arrays and JSON, never pickles):
 - ``output`` / ``gradients``: one call of the forward, or of the backward, on given arrays;
 - ``case``: a gradient-check case built from its name, size and seed (``problem.evaluate``);
 - ``claim``: one of the exercise's claims about whole models: its numbers, for a claim made
-  of two halves (training: the answers to the held-out prompts), else its outcome (see
-  ``remote``); ``finish``: what changed in this process's engine, and the end.
+  of two halves (training: the answers to the held-out prompts), else its outcome and the
+  arrays of its assertions (``asserted``, see ``remote``); ``finish``: what changed in this process's engine, and the end.
 
 Every answer carries the refusals the guard made since the last one; a refusal ends the
 answering. Nothing here decides a verdict: the judge compares what it receives with its own
@@ -133,7 +133,9 @@ class _Server:
         from ..testing.problem import run
         from ..testing.subject import Subject, describe_error
         from . import claims
+        from .asserted import recording
         from .judging import _run_claim
+        self.recording = recording
         self.exercise, self.directory = exercise, workspace_dir
         self.Example, self.run, self.describe_error = Example, run, describe_error
         self.claims, self.Subject, self.find, self.run_claim = claims, Subject, find, _run_claim
@@ -198,9 +200,11 @@ class _Server:
                     return {"computed": check.compute(npformer)}
             except Exception as error:        # noqa: BLE001 - the learner's code raised
                 return {"error": self.error(error)}
-        ok, detail, error = self.run_claim(check, {})
+        records = []
+        with self.recording(check, records):
+            ok, detail, error = self.run_claim(check, {})
         return {"ok": bool(ok), "detail": None if detail is None else str(detail)[:2000],
-                "error": None if error is None else self.error(error)}
+                "error": None if error is None else self.error(error), "asserted": records}
 
 
 def _replaced(patches):
