@@ -103,7 +103,7 @@ def test_train_alone_holds_on_an_answer_key_on_the_learners_own_softmax(tmp_path
     import subprocess
     from npformer.exercises.workspace import write_workspace
     key = write_workspace(tmp_path / "key", solutions=True)
-    mark = tmp_path / "softmax-ran"
+    mark = tmp_path / "learner" / "softmax-ran"         # the learner's process's own directory
     file = Path(key.path("t03_softmax.py"))
     source = file.read_text()
     signature = "def softmax_backward(d_out, cache):\n"

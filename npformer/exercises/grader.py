@@ -27,6 +27,7 @@ from .stubs import stub_state
 from .workspace import WorkspaceError, library_dir, load_workspace
 
 SHOW_PROGRESS_AFTER = 3.0        # seconds a stage runs before the grader says what it is doing
+JUDGE_SHARE, STARTUP = 2.0, 20.0    # the wall limit: this many timeouts and seconds to start two processes
 
 
 @dataclass
@@ -183,7 +184,9 @@ def run_exercise(root, workspace, exercise, timeout, together=False, say=None, l
            "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1"),
            "TMPDIR": scratch, "HOME": scratch}
     limits = limits or Limits()
-    limits = Limits(**{**limits.__dict__, "wall": timeout + 2.0})
+    # the learner's process stops itself after ``timeout`` seconds of its own computing; the
+    # wall limit is the backstop for the two processes together (the judge's work comes on top)
+    limits = Limits(**{**limits.__dict__, "wall": JUDGE_SHARE * timeout + STARTUP})
     read_end, write_end = os.pipe()
     token = secrets.token_hex(16)
     command = [sys.executable, "-m", "npformer.exercises.runner", workspace.directory, exercise.name,
@@ -207,7 +210,7 @@ def run_exercise(root, workspace, exercise, timeout, together=False, say=None, l
         os.close(write_end)
     reader.join(timeout=5.0)
     code = ran.code
-    stopped = _read_stack(os.path.join(scratch, "stack.txt"), workspace.directory) \
+    stopped = _read_stack(os.path.join(scratch, "learner", "stack.txt"), workspace.directory) \
         if code in ("timeout", 1) else None
     if stopped is not None:
         code = "timeout"

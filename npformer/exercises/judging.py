@@ -50,9 +50,15 @@ def _mistake_json(found):
     return {"name": found.name, "function": found.qualname, "says": found.says, "recheck": found.recheck}
 
 
+def _subject(name, patches):
+    """The subject of component ``name``: patches that compute in the learner's process bring
+    their own (``remote.Learner``), else npformer's reference with ``patches`` in place."""
+    return patches.subject(name) if hasattr(patches, "subject") else PatchedSubject(name, patches)
+
+
 def judge_component(name, patches, candidates):
     """[CheckResult] of one component on drawn inputs, each failure at its smallest example."""
-    judged = engine.judge_functions(lambda n: PatchedSubject(n, patches), patches, components=[name],
+    judged = engine.judge_functions(lambda n: _subject(n, patches), patches, components=[name],
                                     mistakes=candidates, examples=EXAMPLES, seed=SEED)
     return [check for _, check in judged.drawn]
 
@@ -78,6 +84,8 @@ def _run_claim(check, patches):
     """(ok, detail, error) of one claim with ``patches`` in place; ``error``: the exception the
     code raised, if it did."""
     import npformer
+    if hasattr(patches, "claim"):              # run in the learner's process
+        return patches.claim(check)
     try:
         with patched(patches), np.errstate(all="ignore"):
             return True, check(npformer, npformer), None
@@ -121,7 +129,7 @@ def judge_exercise(exercise, patches, progress=None):
     (the training task's: every component the learner wrote)."""
     candidates = engine.candidates(exercise.paths(forward=True))
     judged = engine.judge_functions(
-        lambda name: PatchedSubject(name, patches), patches, exercise.components, exercise.checks,
+        lambda name: _subject(name, patches), patches, exercise.components, exercise.checks,
         candidates, EXAMPLES, SEED, extra_seeds=EXTRA_SEEDS if not exercise.components else (),
         progress=lambda text: _say(progress, text))     # without drawn inputs, more numbers per case
     claim_entries, claim_failures = _claims(exercise, patches, progress, candidates)

@@ -1,164 +1,132 @@
-"""Grades one exercise inside its own process (``python -m npformer.exercises.runner``).
+"""Judges one exercise in a process the learner's code never runs in (``python -m npformer.exercises.runner``).
 
     python -m npformer.exercises.runner WORKSPACE EXERCISE --result-fd N [--together] [--timeout S]
 
-The learner's functions for the exercise are taken from their files and patched into
-npformer, everything else stays npformer's own (``--together``: the functions of every
-exercise the training task builds on, for the last stage). Before the learner's files run,
-``guard`` is installed (npformer's own graded functions and files refuse the learner's
-code) and the grader's engine is fingerprinted; after judging, a changed engine is a
-verdict of its own. The result goes as JSON down the pipe ``N``, never to a file; what the
-learner's code prints goes to fd 1 and 2, which the grader reads with a cap.
+This process is the judge: it never imports or executes the learner's files. It starts the
+learner's process (``worker``: their functions patched into npformer, the guard installed,
+its own working directory ``learner/``) and judges the exercise through it (``remote``): the
+inputs are drawn, shrunk and compared here with npformer's own reference, the catalogued
+mistakes are run here, and the learner's process only computes arrays on the examples it is
+sent (and runs the exercise's claims, see ``remote``). The result goes as JSON down the pipe
+``N``, which the learner's process does not hold, with the grader's secret read from stdin;
+what the learner's code prints goes to fd 1 and 2, which the grader reads with a cap.
+``--timeout``: the seconds the learner's process may compute (its waits for the judge are not
+counted); a second before, it writes its stack to ``learner/stack.txt`` and ends.
 """
 from __future__ import annotations
 
-import faulthandler
 import json
 import os
-import re
+import signal
+import subprocess
 import sys
-import traceback
 
 from . import catalog
-from .judging import judge_exercise
+from .worker import specs_to_judge
 
-SHAPE_WORDS = ("matmul", "not aligned", "could not be broadcast", "mismatch in its core dimension")
-
-
-def describe(error, workspace_dir):
-    """A JSON-ready account of an exception: where in the learner's files, what, and a hint."""
-    where = line = None
-    for frame in traceback.extract_tb(error.__traceback__):
-        if os.path.dirname(os.path.abspath(frame.filename)) == os.path.abspath(workspace_dir):
-            where, line = f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}", frame.line
-    if isinstance(error, SyntaxError) and error.filename:
-        where, line = f"{os.path.basename(error.filename)}:{error.lineno}", (error.text or "").strip()
-    message = f"{type(error).__name__}: {error}"
-    stub = re.match(r"exercise (\d+)", str(error)) if isinstance(error, NotImplementedError) else None
-    hint = None
-    if any(word in str(error) for word in SHAPE_WORDS):
-        hint = ("a shape mismatch: check each transpose (.T, .swapaxes(-1, -2)) and keepdims=True "
-                "on sums and means")
-    return {"where": where, "line": line, "message": message[:500],
-            "stub": int(stub.group(1)) if stub else None, "hint": hint}
+LEARNER_DIR = "learner"          # the learner's process's working directory, inside ours
 
 
-def learner_patches(workspace, specs):
-    """{"npformer.<module>.<qualname>": the learner's function} for "file.py:qualname" specs."""
-    from .learner import learner_functions
-    by_file = {}
-    for spec in specs:
-        file, qualname = spec.split(":")
-        by_file.setdefault(file, []).append(qualname)
-    patches = {}
-    for file, qualnames in by_file.items():
-        path = workspace.path(file)
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
-        module = "npformer." + file[:-3].replace("/", ".")
-        patches.update(learner_functions(source, module, qualnames, path))
-    return patches
+def _private():
+    """Make this process unreadable to others of the same user (no ptrace, no /proc/PID/mem):
+    the learner's process cannot reach into the judge. Linux only; elsewhere nothing."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(4, 0, 0, 0, 0) == 0              # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        return False
 
 
-def specs_to_judge(workspace, exercise, together):
-    """The learner's functions this run patches in: the exercise's, or (``together``) those of
-    every exercise of the workspace that the training task builds on."""
-    if not together:
-        return exercise.functions(workspace.forward)
-    names = set(exercise.builds_on) | {exercise.name}
-    return [spec for e in workspace.exercises if e.name in names for spec in e.functions(workspace.forward)]
+def start_learner(directory, name, together, timeout=None):
+    """(process, Learner) of a new learner's process for exercise ``name``. The engine is
+    imported after it starts: both processes load npformer at once."""
+    to_read, to_write = os.pipe()              # requests: we write, it reads
+    answers_read, answers_write = os.pipe()     # answers: it writes, we read
+    os.makedirs(LEARNER_DIR, exist_ok=True)
+    here = os.path.abspath(LEARNER_DIR)
+    env = {**os.environ, "TMPDIR": here, "HOME": here}
+    command = [sys.executable, "-m", "npformer.exercises.worker", directory, name,
+               "--requests", str(to_read), "--replies", str(answers_write),
+               "--stack", os.path.join(here, "stack.txt")] + \
+        (["--together"] if together else []) + (["--timeout", str(timeout)] if timeout else [])
+    process = subprocess.Popen(command, cwd=here, env=env, stdin=subprocess.DEVNULL,
+                               pass_fds=(to_read, answers_write))
+    os.close(to_read)
+    os.close(answers_write)
+    from .remote import Learner
+    return process, Learner(catalog.find(name), to_write, answers_read)
 
 
-ENGINE = ("npformer.testing", "npformer.exercises", "numpy", "builtins")
+def _end(process):
+    """Wait for the learner's process (killing it if it does not end); its exit code."""
+    try:
+        return process.wait(timeout=5.0)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()
 
 
-def _contents(value):
-    """What a container of the engine holds, by identity (a table of tolerances edited in place
-    is a changed engine too)."""
-    if isinstance(value, dict):
-        return tuple((k, id(v)) for k, v in list(value.items()))
-    if isinstance(value, (list, set, frozenset)):
-        return tuple(sorted(id(v) for v in value)) if isinstance(value, (set, frozenset)) else \
-            tuple(id(v) for v in value)
-    return None
-
-
-def fingerprint():
-    """{(module, name): (object, code)} of the grader's engine: every module-level name of
-    npformer.testing, npformer.exercises and numpy's top level, and the methods of their
-    classes; the learner's code must leave it as it found it."""
-    from . import guard
-    seen = {}
-    for module_name, module in list(sys.modules.items()):
-        if module is None or not any(module_name == m or module_name.startswith(m + ".") for m in ENGINE[:2]) \
-                and module_name not in ENGINE[2:]:
-            continue
-        for name, value in list(vars(module).items()):
-            if module_name == "builtins" and name.startswith("_"):
-                continue                       # _ is the last value at a prompt
-            if module_name == guard.__name__ and name == "REFUSED":
-                seen[(module_name, name)] = (value, None)       # it grows as refusals are made
-                continue
-            seen[(module_name, name)] = (value, getattr(value, "__code__", None) or _contents(value))
-            if isinstance(value, type) and value.__module__ == module_name:
-                for attr, member in list(vars(value).items()):
-                    seen[(module_name, f"{name}.{attr}")] = (member, getattr(member, "__code__", None))
-    return seen
-
-
-def changed(before):
-    """The names of the engine that differ from ``before`` (``fingerprint``'s)."""
-    now = fingerprint()
-    return sorted(f"{m}.{n}" for (m, n), (value, code) in before.items()
-                  if (m, n) not in now or now[(m, n)][0] is not value or now[(m, n)][1] != code)
+def _leave_as(code):
+    """Exit as the learner's process did: the same signal, or its exit code (1 for 0: it ended
+    before the judging did)."""
+    if isinstance(code, int) and code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code if isinstance(code, int) and code > 0 else 1)
 
 
 def main(argv=None):
-    """Grade one exercise; send the result JSON down the pipe. Exit code 0 whatever the
-    learner's code did."""
+    """Judge one exercise; send the result JSON down the pipe. Exit code 0 whatever the
+    learner's code did, unless its process ended before the judging did (then its code)."""
     argv = sys.argv[1:] if argv is None else argv
     directory, name = argv[:2]
     result_fd = int(argv[argv.index("--result-fd") + 1])
     together = "--together" in argv
     timeout = float(argv[argv.index("--timeout") + 1]) if "--timeout" in argv else None
-    from . import guard
     from .workspace import load_workspace
     workspace, exercise = load_workspace(directory), catalog.find(name)
     channel = os.fdopen(result_fd, "w", encoding="utf-8")
+    os.set_inheritable(result_fd, False)
     token = sys.stdin.readline().strip()      # the grader's secret: a result without it is not ours
     sys.stdin.close()
-    sys.stdin = open(os.devnull, encoding="utf-8")
-    judge, send = judge_exercise, json.dumps          # held here: the learner's code may rebind names
-    if timeout:                              # the stack at the moment the grader would stop us
-        stack = open("stack.txt", "w", encoding="utf-8")
-        faulthandler.dump_traceback_later(max(timeout - 1.0, 0.5), exit=True, file=stack)
+    _private()
     if os.environ.get("NPFORMER_GRADE_EXAMPLES"):      # the teacher's (or a test's) number of draws
         from . import judging
         judging.EXAMPLES = int(os.environ["NPFORMER_GRADE_EXAMPLES"])
-    specs = specs_to_judge(workspace, exercise, together)
-    # training runs the learner's files together, and they call each other's functions through
-    # npformer's names; each exercise was judged guarded on its own, so here only the hook runs
-    graded = [] if together else [catalog.module_path(s) for s in specs]
-    unguarded = guard.install(workspace.directory, os.getcwd(), graded)
-    before = fingerprint()
-    refused = {"exercise": name, "checks": [], "claims": []}      # the reason is in result["refused"]
+    specs_to_judge(workspace, exercise, together)      # a hand-out that names unknown files fails here
+    process, learner = start_learner(workspace.directory, name, together, timeout)
+    from .judging import judge_exercise
+    from .remote import Gone, Stopped
+    result = {"exercise": name, "checks": [], "claims": []}      # the reason is in result["refused"]
+    hello = {}
     try:
-        patches = learner_patches(workspace, specs)
-    except guard.Refused:
-        result = refused
-    except Exception as error:           # their file does not even run: say where
-        result = {"exercise": name, "checks": [], "claims": [], "import_failed": True,
-                  "error": describe(error, workspace.directory)}
-    else:
-        try:
-            result = judge(exercise, patches, progress="progress.txt")
-        except guard.Refused:
-            result = refused
-    result["refused"] = list(dict.fromkeys(guard.REFUSED))
-    result["engine_changed"] = changed(before)
-    result["unguarded"] = unguarded
+        hello = learner.hello()
+        if hello.get("import_failed"):               # their file does not even run: said where
+            result.update(import_failed=True, error=hello["import_failed"])
+        elif hello.get("ok"):
+            result = judge_exercise(exercise, learner, progress="progress.txt")
+    except Stopped:
+        pass
+    except Gone:
+        _leave_as(_end(process))
+    last = learner.finish() or {}
+    _end(process)
+    refused = list(dict.fromkeys(learner.refused))
+    if learner.stopped and learner.stopped != "refused":
+        refused.append(learner.stopped)
+    result["refused"] = refused
+    result["engine_changed"] = [str(n) for n in last.get("engine_changed") or []][:100]
+    result["unguarded"] = [str(n) for n in hello.get("unguarded") or []]
+    # where each verdict was made: the checks here from arrays; a claim here when it comes in two
+    # halves or its assertions were made again here, else in the learner's process
+    from . import claims
+    result["computed"] = {"checks": "judge", "claims": {
+        text: learner.sites.get(text, "judge" if getattr(check, "judge", None) is not None else "learner")
+        for text, check in claims.of(name)}}
+    result["requests"] = learner.requests
     result["token"] = token
-    channel.write(send(result))
+    channel.write(json.dumps(result))
     channel.close()
     return 0
 

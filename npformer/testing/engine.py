@@ -73,6 +73,7 @@ def judge_functions(subject, patches, components=(), cases=(), mistakes=(), exam
                     progress(f"{case} (size {size})")
                 build = (lambda case=case, size=size, extra=extra:
                          CASES[case](np.random.default_rng(size if extra is None else extra + size), size))
+                build.key = (case, size, extra)          # a learner's process rebuilds it from this
                 verdict = judge_case(build, patches, mistakes)
                 judged.fixed.append((case, size, verdict))
                 if not verdict.ok:

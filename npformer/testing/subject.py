@@ -209,7 +209,9 @@ LIBRARIES = tuple(sorted({os.path.abspath(p) + os.sep for p in
 
 def describe_error(error):
     """ "ValueError: ... (in my_file.py:12, my_function)": the exception and the deepest frame
-    outside npformer's own files."""
+    outside npformer's own files (an error rebuilt from another process brings its own)."""
+    if isinstance(getattr(error, "described", None), str):
+        return error.described
     frames = [f for f in traceback.extract_tb(error.__traceback__)
               if not os.path.abspath(f.filename).startswith((PACKAGE + os.sep,) + LIBRARIES)
               and not f.filename.startswith("<")]          # not dataclasses.py, contextlib.py, <frozen ...>

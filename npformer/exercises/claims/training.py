@@ -6,7 +6,9 @@ A GPT-2-style decoder (tied head, LayerNorm, tanh-GELU, learned positions; width
 reverses held-out digit strings by greedy decoding. The settings are those of the
 library's test ``test_reverse_task_reaches_99_percent_heldout``. It runs on the plain track,
 unlike the library's training commands: a fast twin of the library's attention would compute
-its own softmax and skip the learner's.
+its own softmax and skip the learner's. The claim is made of two halves: ``reverse_predictions``
+runs the learner's code (when graded, in the learner's process), ``judge_reverse`` counts the
+reversed strings (when graded, in the judge, which makes the held-out prompts itself).
 """
 from __future__ import annotations
 
@@ -20,11 +22,17 @@ from .registry import ClaimFailed, claim
 STEPS, TARGET, MINUTE = 400, 0.99, 60.0
 
 
-def train_reverse(L):
-    """(held-out accuracy, seconds) of a decoder made of the learner's components."""
+def _split(L):
+    return importlib.import_module(f"{L.__name__}.training.data").reverse_task(n_train=3000, n_heldout=500,
+                                                                                length=5)
+
+
+def reverse_predictions(L):
+    """{"predictions": the decoded answers to the held-out prompts, "seconds"}: the part of the
+    claim that runs the learner's code (in the learner's process when graded)."""
     began = time.perf_counter()
     data = importlib.import_module(f"{L.__name__}.training.data")
-    split = data.reverse_task(n_train=3000, n_heldout=500, length=5)
+    split = _split(L)
     tokenizer = L.training.tokenizer.CharTokenizer.from_corpus("0123456789>")
     source = data.ExampleSource(data.encode_examples(tokenizer, split.train), tokenizer.pad_id)
     config = L.t10_model.DecoderConfig.gpt2(vocab_size=tokenizer.vocab_size, d_model=32, n_heads=4,
@@ -35,18 +43,36 @@ def train_reverse(L):
             importlib.import_module(f"{L.__name__}.runtime.cores").limit_blas_threads(1):
         L.training.loop.train(model, source, L.training.loop.TrainConfig(steps=STEPS, batch_size=32, lr=3e-3, seed=0),
                       progress=False)
-        accuracy, predictions = L.training.loop.answer_accuracy(model, tokenizer, split.heldout)
-    # counted here, independently of the model's own scoring: a string reversed
-    correct = sum(p == e.prompt[:-1][::-1] for p, e in zip(predictions, split.heldout))
-    return correct / len(split.heldout), time.perf_counter() - began
+        _, predictions = L.training.loop.answer_accuracy(model, tokenizer, split.heldout)
+    return {"predictions": [str(p) for p in predictions], "seconds": time.perf_counter() - began}
 
 
-@claim("train", f"your components train the reverse task to >= {TARGET:.0%} held-out accuracy "
-                f"in {STEPS} steps")
-def _(L, R):
-    accuracy, seconds = train_reverse(L)
+def judge_reverse(computed):
+    """The claim's verdict on what ``reverse_predictions`` computed: the held-out prompts are
+    made here again (npformer's own, fixed seed) and a string counts when it is the prompt's
+    digits reversed. The detail, or ClaimFailed."""
+    import npformer
+    heldout = _split(npformer).heldout
+    predictions, seconds = computed.get("predictions"), computed.get("seconds")
+    if not (isinstance(predictions, list) and len(predictions) == len(heldout)
+            and all(isinstance(p, str) for p in predictions) and isinstance(seconds, (int, float))):
+        raise ClaimFailed(f"the training run did not give one answer per held-out prompt "
+                          f"({len(heldout)}) and its time")
+    correct = sum(p == e.prompt[:-1][::-1] for p, e in zip(predictions, heldout))
+    accuracy = correct / len(heldout)
     if accuracy < TARGET:
         raise ClaimFailed(f"held-out accuracy {accuracy:.1%} after {STEPS} steps ({seconds:.0f} s): "
                           f"grade the exercises it builds on first")
     slow = "; more than a minute: a Python loop over positions or heads?" if seconds > MINUTE else ""
     return f"held-out accuracy {accuracy:.1%}, trained and evaluated in {seconds:.1f} s on CPU{slow}"
+
+
+@claim("train", f"your components train the reverse task to >= {TARGET:.0%} held-out accuracy "
+                f"in {STEPS} steps")
+def trains_the_reverse_task(L, R):
+    """The claim in one process: ``judge_reverse(reverse_predictions(L))``."""
+    return judge_reverse(reverse_predictions(L))
+
+
+# graded, the two halves run apart: the learner's process computes, the judge decides
+trains_the_reverse_task.compute, trains_the_reverse_task.judge = reverse_predictions, judge_reverse

@@ -1,0 +1,276 @@
+"""The judge's side of the learner's process: a subject and patches that compute over a pipe.
+
+The judge (``runner``) never imports the learner's files. It starts ``worker`` and holds a
+``Learner``: ``learner.subject(component)`` is a ``Subject`` whose ``result``, ``output`` and
+``gradients`` send the example's arrays to the worker and get arrays back, and
+``learner.evaluate(build, upstream, repeat)`` answers ``problem.evaluate`` for a fixed case the
+worker rebuilds from its name, size and seed. Everything else of the verdict (drawing and
+shrinking inputs, npformer's reference, comparing, the catalogued mistakes, the properties)
+runs here, on what came back.
+
+Where each verdict is computed:
+
+- components on drawn inputs, their properties and the fixed cases: here, from arrays;
+- a claim made of two halves (``check.compute`` and ``check.judge``: training the reverse
+  task) computes in the worker and is judged here (the held-out answers are counted here);
+- every other claim (whole-model facts: a program over many calls of the learner's code) runs
+  in the worker, which sends back its outcome and the arrays of its assertions (``asserted``);
+  here each assertion is made again, and they must be the ones npformer's own code makes
+  (kinds, names, shapes, in order), so a pass is decided here. The inputs of those arrays were
+  made in the worker, by the claim's program: a claim whose only test is a condition of its
+  own (no ``close`` or ``zero``) keeps the worker's outcome as its verdict. A failing claim is
+  matched with the catalogue here. The result says which is which (``result["computed"]``).
+
+What the worker sends is checked as it is read: its frames (``wire``), then the shape of each
+answer; anything else is a ``Stopped`` of its own ("your code wrote to the grader's channel").
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..testing.components import find
+from ..testing.problem import Result
+from ..testing.subject import Subject
+from . import asserted, claims, wire
+
+
+class Stopped(BaseException):
+    """The judging ends here: a refusal in the learner's process, or a channel that is not ours.
+    Not an ``Exception``: it goes past the engine's handlers. ``reason``: a line for the report."""
+
+    def __init__(self, reason=None):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Gone(BaseException):
+    """The learner's process ended while the judge waited for an answer (it exited, crashed or
+    was stopped at its time limit)."""
+
+
+CHANNEL = "your code wrote a result of its own to the grader's channel"
+
+
+def _array(value):
+    if not isinstance(value, np.ndarray):
+        raise wire.ChannelError("an answer that is not an array")
+    return value
+
+
+def _maybe_array(value):
+    return None if value is None else _array(value)
+
+
+def _arrays_or_tuple(value):
+    if isinstance(value, tuple):
+        return tuple(_arrays_or_tuple(v) for v in value)
+    return _maybe_array(value)
+
+
+def _named_arrays(value):
+    if not isinstance(value, dict):
+        raise wire.ChannelError("an answer that is not a table of arrays")
+    return {str(k): _arrays_or_tuple(v) for k, v in value.items()}
+
+
+def _text(value):
+    if value is not None and not isinstance(value, str):
+        raise wire.ChannelError("an answer whose text is not text")
+    return value
+
+
+class Learner:
+    """The learner's process, seen from the judge: requests out on ``to_worker``, answers in on
+    ``from_worker`` (file descriptors)."""
+
+    def __init__(self, exercise, to_worker, from_worker):
+        self.exercise, self.to_worker, self.from_worker = exercise, to_worker, from_worker
+        self.refused, self.stopped, self.finished = [], None, None
+        self.sites, self._structures = {}, {}      # claim text -> where its verdict was made
+        self.requests = 0
+
+    # -- the channel ----------------------------------------------------------------------------
+    def read(self):
+        """The next answer (refusals taken note of); Stopped for a frame that is not ours."""
+        try:
+            answer = wire.receive(self.from_worker)
+        except wire.ChannelError:
+            self.stopped = self.stopped or CHANNEL
+            raise Stopped(CHANNEL) from None
+        if answer is None:
+            raise Gone()
+        if not isinstance(answer, dict) or not isinstance(answer.get("refused", []), list):
+            self.stopped = self.stopped or CHANNEL
+            raise Stopped(CHANNEL)
+        self.refused += [str(line) for line in answer.get("refused", [])]
+        if answer.get("finished"):
+            self.finished = answer
+        return answer
+
+    def ask(self, op, **fields):
+        """The worker's answer to one request; Stopped when it refused or the channel broke."""
+        if self.stopped:
+            raise Stopped(self.stopped)
+        self.requests += 1
+        try:
+            wire.send(self.to_worker, {"op": op, **fields})
+        except (BrokenPipeError, OSError):
+            raise Gone() from None
+        answer = self.read()
+        if answer.get("stopped") or answer.get("finished"):
+            self.stopped = "refused"
+            raise Stopped(None)
+        return answer
+
+    def hello(self):
+        """The worker's first words: {"ok": True}, or why it cannot serve (its file does not run,
+        a refusal while loading it)."""
+        return self.read()
+
+    def finish(self):
+        """{"engine_changed": [...], ...}: the worker's last words (None when it is gone)."""
+        if self.finished is None:
+            try:
+                wire.send(self.to_worker, {"op": "finish"})
+            except OSError:
+                pass
+            try:
+                while self.finished is None:
+                    self.read()
+            except (Gone, Stopped):
+                return None
+        return self.finished
+
+    # -- the seams of the engine ------------------------------------------------------------------
+    def subject(self, component):
+        """A ``Subject`` of ``component`` computed by the learner's process."""
+        return RemoteSubject(component, self)
+
+    def evaluate(self, build, upstream=None, repeat=1):
+        """``problem.evaluate(build, <the learner's patches>, upstream, repeat)``, computed by the
+        learner's process: ``build.key`` = (case, size, seed) names the problem."""
+        case, size, seed = build.key
+        answer = self.ask("case", case=case, size=size, seed=seed,
+                          upstream=None if upstream is None else np.asarray(upstream, np.float64),
+                          repeat=int(repeat))
+        if "failed" in answer:
+            return Result(error=wire.rebuilt(answer["failed"]))
+        try:
+            error = answer.get("error")
+            return Result(outputs=_named_arrays(answer["outputs"]), grads=_named_arrays(answer["grads"]),
+                          error=None if error is None else wire.rebuilt(error),
+                          upstream=_maybe_array(answer.get("upstream")),
+                          params=tuple(str(p) for p in answer.get("params") or ()),
+                          protocol=_text(answer.get("protocol")))
+        except (KeyError, wire.ChannelError):
+            self.stopped = CHANNEL
+            raise Stopped(CHANNEL) from None
+
+    def claim(self, check):
+        """(ok, detail, error) of one of the exercise's claims, run in the learner's process."""
+        index = next(i for i, (_, c) in enumerate(claims.of(self.exercise.name)) if c is check)
+        answer = self.ask("claim", index=index)
+        if "failed" in answer:
+            error = wire.rebuilt(answer["failed"])
+            return False, f"your code raised {error.described}", error
+        if getattr(check, "judge", None) is not None:         # the verdict is made here
+            self.sites[claims.of(self.exercise.name)[index][0]] = "judge"
+            if answer.get("error") is not None:
+                error = wire.rebuilt(answer["error"])
+                return False, f"your code raised {error.described}", error
+            computed = answer.get("computed")
+            try:
+                return True, check.judge(computed if isinstance(computed, dict) else {}), None
+            except claims.ClaimFailed as failure:
+                return False, str(failure), None
+        try:
+            if not isinstance(answer["ok"], bool) or not asserted.valid(answer.get("asserted")):
+                raise wire.ChannelError("a claim's verdict that is not a bool, or assertions not of arrays")
+            error = answer.get("error")
+            ok, detail, error = answer["ok"], _text(answer.get("detail")), None if error is None else \
+                wire.rebuilt(error)
+        except (KeyError, wire.ChannelError):
+            self.stopped = CHANNEL
+            raise Stopped(CHANNEL) from None
+        expected = self.structure(check)
+        self.sites[claims.of(self.exercise.name)[index][0]] = "judge" if expected else "learner"
+        if not ok or error is not None or not expected:
+            return ok and error is None, detail, error
+        failure = asserted.rechecked(answer["asserted"], expected)     # the verdict is made here
+        return (False, failure, None) if failure else (True, detail, None)
+
+    def structure(self, check):
+        """``asserted.structure`` of the claim run here with npformer's own code ([] when it
+        makes no assertion of arrays, or cannot run: then the learner's process's outcome is
+        the verdict)."""
+        from .judging import _run_claim
+        if check not in self._structures:
+            records = []
+            with asserted.recording(check, records):
+                ok, _, _ = _run_claim(check, {})
+            self._structures[check] = asserted.structure(records) if ok else []
+        return self._structures[check]
+
+
+class RemoteSubject(Subject):
+    """npformer's reference of a component, with the learner's functions patched in, computed
+    in the learner's process: the example's arrays go there, the results come back."""
+
+    def __init__(self, component, learner):
+        forward, backward = find(component).reference_pair()
+        super().__init__(component, forward, backward, name="yours")
+        self.learner = learner
+
+    def _ask(self, op, **fields):
+        answer = self.learner.ask(op, component=self.component.name, **fields)
+        if "failed" in answer:
+            raise wire.rebuilt(answer["failed"])
+        return answer
+
+    def result(self, example):
+        """``Subject.result`` computed by the learner's process."""
+        self._names = example.names
+        self.protocol = None
+        answer = self.learner.ask("result", component=self.component.name, names=tuple(example.names),
+                                  args=tuple(example.args), options=dict(example.options))
+        if "failed" in answer:
+            return {}, wire.rebuilt(answer["failed"])
+        try:
+            values = {k: _maybe_array(v) for k, v in _named_arrays(answer["values"]).items()}
+            error = answer.get("error")
+            self.protocol = _text(answer.get("protocol"))
+            return values, None if error is None else wire.rebuilt(error)
+        except (KeyError, wire.ChannelError):
+            self.learner.stopped = CHANNEL
+            raise Stopped(CHANNEL) from None
+
+    def output(self, args, options):
+        """``Subject.output`` computed by the learner's process."""
+        answer = self._ask("output", args=tuple(args), options=dict(options))
+        try:
+            if "error" in answer:
+                error = wire.rebuilt(answer["error"])
+            else:
+                return _arrays_or_tuple(answer["value"])
+        except (KeyError, wire.ChannelError):
+            self.learner.stopped = CHANNEL
+            raise Stopped(CHANNEL) from None
+        raise error
+
+    def gradients(self, args, options, d_out):
+        """``Subject.gradients`` computed by the learner's process."""
+        if not self.differentiates:
+            return None
+        answer = self._ask("gradients", args=tuple(args), options=dict(options), d_out=np.asarray(d_out))
+        try:
+            if "error" in answer:
+                error = wire.rebuilt(answer["error"])
+            else:
+                value = _arrays_or_tuple(answer["value"])
+                if value is not None and not isinstance(value, tuple):
+                    raise wire.ChannelError("gradients that are not a tuple")
+                return value
+        except (KeyError, wire.ChannelError):
+            self.learner.stopped = CHANNEL
+            raise Stopped(CHANNEL) from None
+        raise error
