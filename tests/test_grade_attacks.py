@@ -116,7 +116,7 @@ def test_the_honest_submission_is_done(graded):
 
 
 @pytest.mark.parametrize("name, says", [
-    ("import-before-patch", "RecursionError"),   # the imported name is rebound to its own function
+    ("import-before-patch", "your code called npformer's own softmax_backward"),   # a stand-in, refusing
     ("source-under-another-name", "your code opened npformer's own file"),       # the .pyc or the .py
     ("patching-reference-at-import", "your code called npformer's own softmax_backward"),
     # while graded, reference() finds the learner's own function in place: it calls itself
