@@ -238,6 +238,14 @@ def install(workspace_dir, scratch_dir, graded):
     """Guard the graded functions (``"t03_softmax.softmax_backward"`` paths) and start the hook;
     returns the paths that could not be guarded (a closure)."""
     global _RULES
+    # hypothesis caches the constants it reads from local source files in its storage
+    # directory, by default .hypothesis in the working directory: here the scratch directory,
+    # new for every exercise (so each process parsed npformer's files again, about 1.8 CPU
+    # seconds) and writable by the learner's code (which could plant constants that steer the
+    # draws). The folder above holds the scratch directories of one grading run, and the hook
+    # refuses the learner's writes there.
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                          os.path.join(os.path.dirname(os.path.realpath(scratch_dir)), "hypothesis"))
     preload()
     unguarded = []
     for path in graded:
