@@ -141,3 +141,20 @@ def test_a_decoder_whose_memory_gradient_keeps_the_last_layer_only_fails(fewer_d
     failure = failed["gradient of memory"]
     assert failure.example.options["n_decoder_layers"] == 2       # one layer reads it: no difference
     assert failure.mistake is not None and failure.mistake.name == "decoder-memory-last-layer-only"
+
+
+# -- correct code written differently ------------------------------------------------------------------
+def test_a_moe_forward_that_breaks_ties_its_own_way_is_right(fewer_draws):
+    # argpartition picks the k best in no particular order (and breaks ties otherwise than a
+    # stable sort): right wherever no two router probabilities tie at the k-th place
+    failed = _judged("moe", "t14_moe.MoE.forward", 'chosen = np.argsort(-probs, axis=-1, kind="stable")[:, :k]',
+                     "chosen = np.argpartition(-probs, k - 1, axis=-1)[:, :k]", "moe")
+    assert not failed, {name: f.message for name, f in failed.items()}
+
+
+def test_a_block_backward_written_with_other_names_and_order_is_right(fewer_draws):
+    failed = _judged("prenorm_block", "t09_block.PreNormBlock.backward",
+                     "return d_h + self.norm1.backward(d_a, cache.norm1)",
+                     "through_norm = self.norm1.backward(d_a, cache.norm1)\n    return through_norm + d_h",
+                     "block")
+    assert not failed, {name: f.message for name, f in failed.items()}
