@@ -116,7 +116,7 @@ def test_the_honest_submission_is_done(graded):
 
 
 @pytest.mark.parametrize("name, says", [
-    ("import-before-patch", "RecursionError"),   # the imported name is rebound to its own function
+    ("import-before-patch", "your code called npformer's own softmax_backward"),   # a stand-in, refusing
     ("source-under-another-name", "your code opened npformer's own file"),       # the .pyc or the .py
     ("patching-reference-at-import", "your code called npformer's own softmax_backward"),
     # while graded, reference() still gives npformer's own function (a patch is a dispatcher's
@@ -195,3 +195,36 @@ def test_the_memory_and_cpu_limits_hold(tmp_path):
     assert ran.code == 1 and b"MemoryError" in ran.output
     ran = run_limited([sys.executable, "-c", "while True: pass"], str(tmp_path), Limits(cpu=1, wall=30))
     assert ran.code == -24                     # SIGXCPU, long before the wall clock
+
+
+def test_the_process_cap_is_the_users_count_plus_the_allowance(tmp_path):
+    from npformer.exercises.sandbox import user_tasks
+    before = user_tasks()
+    script = "print([l for l in open('/proc/self/limits') if l.startswith('Max processes')][0])"
+    ran = run_limited([sys.executable, "-c", script], str(tmp_path), Limits(processes=32))
+    soft, hard = ran.output.decode().split()[2:4]
+    # the user's count moves while other jobs run: the cap follows it, give or take a few
+    assert soft == hard and abs(int(soft) - (before + 1 + 32)) <= 24, (soft, before)
+
+
+def test_a_fork_bomb_of_50_children_is_capped_or_ended(tmp_path):
+    script = textwrap.dedent("""
+        import os, time
+        started = refused = 0
+        for _ in range(50):
+            try:
+                pid = os.fork()
+            except OSError:
+                refused += 1
+                continue
+            if pid == 0:
+                time.sleep(600)
+            started += 1
+        print("started", started, "refused", refused, flush=True)
+    """)
+    ran = run_limited([sys.executable, "-c", script], str(tmp_path), Limits(wall=30, processes=10))
+    words = ran.output.decode().split()
+    started, refused = int(words[words.index("started") + 1]), int(words[words.index("refused") + 1])
+    assert started + refused == 50 and ran.killed == started
+    if os.getuid() != 0:                        # the kernel leaves root's forks uncounted
+        assert refused > 0 and started <= 10 + 24

@@ -6,7 +6,8 @@ files run. From then on, while a frame of the learner's files is on the stack:
 - npformer's own versions of the graded functions raise ``Refused("your code called
   npformer's own softmax_backward")``, however they were reached (an import made before the
   grader patched, ``npformer.testing.patching.reference``, a saved copy, ``gc``): the code
-  object of each original is swapped for one that looks at the stack first;
+  object of each original is swapped for one that looks at the stack first, and a module-level
+  import of one from the learner's file receives a stand-in that refuses;
 - an audit hook refuses opening npformer's installed files (loading its source under another
   name), opening files outside the workspace, the scratch directory and Python's own
   libraries, writing or deleting outside the scratch directory, starting processes or
@@ -23,6 +24,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import types
 
 PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFUSED = []                     # one line per refusal, in order
@@ -189,10 +191,61 @@ def preload():
             pass
 
 
+# (id of a module, name) -> (npformer's function there, the stand-in the learner's code receives)
+_STAND_INS = {}
+
+
+class _GuardedModule(types.ModuleType):
+    """An npformer module holding a graded function. Read from the learner's own line
+    (``from npformer.t03_softmax import softmax_backward`` at the top of their file), that
+    name gives a stand-in that refuses when called, not npformer's function: the patching
+    replaces every binding of npformer's function by the learner's, the learner's binding
+    too, which would make their code call itself until Python's recursion limit says only
+    "RecursionError"."""
+
+    def __getattribute__(self, name):
+        value = super().__getattribute__(name)
+        found = _STAND_INS.get((id(self), name))
+        if found is not None and value is found[0] and _RULES is not None:
+            caller = sys._getframe(1).f_code.co_filename
+            if _under(os.path.realpath(caller), _RULES.workspace):
+                return found[1]
+        return value
+
+
+def _stand_in(qualname):
+    def refusing(*args, **kwargs):
+        _refuse(f"your code called npformer's own {qualname}")
+    refusing.__name__ = refusing.__qualname__ = qualname.rpartition(".")[2]
+    return refusing
+
+
+def _guard_module_name(path, qualname):
+    """The stand-in for a module-level function (a method is read from its class, which the
+    patching changes in place: a binding taken early is npformer's guarded function itself)."""
+    import inspect
+
+    from ..testing.patching import resolve
+    module, owner, name = resolve(path)
+    if owner is not module or not isinstance(module, types.ModuleType):
+        return
+    if type(module) is types.ModuleType:
+        module.__class__ = _GuardedModule
+    _STAND_INS[(id(module), name)] = (inspect.getattr_static(module, name), _stand_in(qualname))
+
+
 def install(workspace_dir, scratch_dir, graded):
     """Guard the graded functions (``"t03_softmax.softmax_backward"`` paths) and start the hook;
     returns the paths that could not be guarded (a closure)."""
     global _RULES
+    # hypothesis caches the constants it reads from local source files in its storage
+    # directory, by default .hypothesis in the working directory: here the scratch directory,
+    # new for every exercise (so each process parsed npformer's files again, about 1.8 CPU
+    # seconds) and writable by the learner's code (which could plant constants that steer the
+    # draws). The folder above holds the scratch directories of one grading run, and the hook
+    # refuses the learner's writes there.
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                          os.path.join(os.path.dirname(os.path.realpath(scratch_dir)), "hypothesis"))
     preload()
     unguarded = []
     for path in graded:
@@ -203,6 +256,7 @@ def install(workspace_dir, scratch_dir, graded):
                 unguarded.append(path)
             else:
                 original.__code__ = code
+        _guard_module_name("npformer." + path, qualname)
     _RULES = _Rules(workspace_dir, scratch_dir)
     sys.addaudithook(_hook)
     return unguarded

@@ -1,7 +1,7 @@
 """Running a stranger's code in a process with limits, and ending all of it afterwards.
 
 ``run_limited(command, cwd, limits)`` starts ``command`` in a session of its own with the
-resource limits of ``Limits`` (address space, CPU seconds, file size, open files), feeds it
+resource limits of ``Limits`` (address space, CPU seconds, file size, open files, processes), feeds it
 ``stdin`` then end of file, reads what it writes to fd 1 and fd 2 through one pipe keeping at most
 ``limits.output`` bytes (the rest is read and counted, so a writer never blocks and never
 fills a disk), stops it after ``limits.wall`` seconds, and then kills every process left in
@@ -27,7 +27,7 @@ GIB = 1 << 30
 class Limits:
     """The limits of one graded process: ``memory`` bytes of address space, ``cpu`` and
     ``wall`` seconds, ``output`` bytes kept of what it prints, ``file_size`` bytes per file
-    it writes, ``files`` open at once."""
+    it writes, ``files`` open at once, ``processes`` it may start (threads included)."""
 
     memory: int = 4 * GIB
     cpu: float = 300.0
@@ -35,9 +35,10 @@ class Limits:
     output: int = 256 * 1024
     file_size: int = 64 * 1024 * 1024
     files: int = 256
+    processes: int = 32
 
     def __post_init__(self):
-        for name in ("memory", "cpu", "wall", "output", "file_size", "files"):
+        for name in ("memory", "cpu", "wall", "output", "file_size", "files", "processes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"{name}: expected a positive number, got {value!r}")
@@ -56,7 +57,28 @@ class Ran:
     killed: int
 
 
-def _set_limits(limits):
+def user_tasks(uid=None):
+    """How many processes and threads the user ``uid`` (default: ours) runs now, as the kernel
+    counts them for RLIMIT_NPROC (every thread of every process of the real user); None where
+    /proc cannot tell."""
+    uid = os.getuid() if uid is None else uid
+    try:
+        names = [n for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return None
+    count = 0
+    for name in names:
+        try:
+            with open(f"/proc/{name}/status", encoding="ascii", errors="replace") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue                         # it ended while we read
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            count += int(fields.get("Threads", "1").strip() or 1)
+    return count
+
+
+def _set_limits(limits, tasks_now=None):
     import resource
 
     def apply():
@@ -69,6 +91,13 @@ def _set_limits(limits):
         cap(resource.RLIMIT_CPU, max(1, int(limits.cpu)), spare=2)   # SIGXCPU first, then SIGKILL
         cap(resource.RLIMIT_FSIZE, limits.file_size)
         cap(resource.RLIMIT_NOFILE, limits.files)
+        if tasks_now is not None:
+            # RLIMIT_NPROC caps the processes and threads of the whole user, not of this process
+            # alone: the cap is what the user runs now (the grader, other jobs, this child) plus
+            # ``processes``, so a fork bomb stops after that many while the rest of the user's
+            # work goes on. The kernel does not apply it to root (nor with CAP_SYS_RESOURCE):
+            # there the session kill below is what ends the children.
+            cap(resource.RLIMIT_NPROC, tasks_now + 1 + limits.processes)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))   # no core dumps of a 4 GiB process
     return apply
 
@@ -138,7 +167,7 @@ def run_limited(command, cwd, limits=Limits(), env=None, pass_fds=(), on_wait=No
     began = time.monotonic()
     process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
-                               preexec_fn=_set_limits(limits))
+                               preexec_fn=_set_limits(limits, user_tasks()))
     reader = _CappedReader(process.stdout, limits.output)
     reader.start()
     try:
