@@ -312,3 +312,113 @@ def test_a_renamed_local_variable_skips_the_stale_mistakes(tmp_path, monkeypatch
     said = [str(w.message) for w in caught]
     assert any("catalogued mistakes no longer apply to t02_linear.py" in s for s in said), said
     assert any("no longer apply to t02_linear.py" in w for w in report.warnings)
+
+
+# -- LayerNorm with eps outside the square root: (x - mean) / (std + eps) ------------------------
+def eps_outside_layernorm(bug=False, eps=1e-6):
+    def forward(x, gamma, beta):
+        mu = x.mean(axis=-1, keepdims=True)
+        std = x.std(axis=-1, keepdims=True)                      # biased, as np.std is
+        xhat = (x - mu) / (std + eps)
+        return gamma * xhat + beta, (xhat, std, gamma)
+
+    def backward(d_out, cache):
+        xhat, std, gamma = cache
+        d_xhat = d_out * gamma
+        # the path through std: d std / d x = (x - mu) / (d std), with x - mu = xhat (std + eps)
+        through_std = xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True) / np.where(std > 0, std, np.inf)
+        d_x = (d_xhat - d_xhat.mean(axis=-1, keepdims=True)) / (std + eps) - (0.0 if bug else through_std)
+        rows = d_out.reshape(-1, d_out.shape[-1])
+        return d_x, (rows * xhat.reshape(rows.shape)).sum(axis=0), rows.sum(axis=0)
+    forward.__name__ = "layernorm"
+    return forward, backward
+
+
+def test_eps_outside_the_root_differs_from_inside_by_a_checkable_amount():
+    # x = [-1/4, 1/4], eps 1e-6: outside, 0.25 / (0.25 + 1e-6) = 0.999996000016; inside,
+    # 0.25 / sqrt(1/16 + 1e-6) = 0.999992000096: they differ by 4e-6
+    forward, _ = eps_outside_layernorm()
+    y, _ = forward(np.array([[-0.25, 0.25]]), np.ones(2), np.zeros(2))
+    assert y[0, 1] == pytest.approx(0.999996000016, rel=1e-11)
+    assert abs(y[0, 1] - 0.999992000096) == pytest.approx(4e-6, rel=1e-3)
+
+
+def test_eps_outside_layernorm_conforms_under_its_convention():
+    report = conform("layernorm", *eps_outside_layernorm(), examples=EXAMPLES, scope="eps=1e-6")
+    assert report.verdict == "conforms under convention", str(report)
+    assert report.convention == {"eps": "outside sqrt"}
+    assert "conforms under convention: eps='outside sqrt'" in str(report)
+
+
+def test_eps_outside_layernorm_without_the_std_path_fails_on_a_small_example():
+    forward, backward = eps_outside_layernorm(bug=True)
+    report = conform("layernorm", forward, backward, examples=EXAMPLES, scope="eps=1e-6",
+                     convention={"eps": "outside sqrt"})
+    assert report.verdict == "does not conform"
+    checks = {c.name: c for c in report.checks}
+    assert checks["output"].passed and checks["gradient of gamma"].passed, str(report)
+    failure = checks["gradient of x"].failure
+    assert failure is not None and failure.example is not None
+    assert failure.example.args[0].shape[-1] >= 2          # one feature has no std to move
+
+
+# -- an additive finite mask: scores + mask, the mask 0 or -1e9 ----------------------------------
+def additive_mask_attention(fill, bug=False):
+    """q [B, H, N, D], k, v [B, H, M, D]; ``attn_mask`` adds to the scores (0 or ``fill``)."""
+    def forward(q, k, v, attn_mask=None):
+        D = q.shape[-1]
+        scores = q @ k.swapaxes(-1, -2) / (D if bug else np.sqrt(D))
+        if attn_mask is not None:
+            scores = scores + attn_mask
+        weights = _softmax_rows(scores)
+        return weights @ v, (q, k, v, weights, D)
+
+    def backward(d_out, cache):
+        q, k, v, weights, D = cache
+        d_v = weights.swapaxes(-1, -2) @ d_out
+        d_weights = d_out @ v.swapaxes(-1, -2)
+        d_scores = weights * (d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))
+        d_scores = d_scores / (D if bug else np.sqrt(D))
+        return d_scores @ k, d_scores.swapaxes(-1, -2) @ q, d_v
+
+    def attention(q, k, v, mask=None):          # the glue: "may read" -> 0 or fill, added
+        return forward(q, k, v, None if mask is None else np.where(mask, 0.0, fill))
+    attention.__name__ = "additive_mask_attention"
+    return attention, backward
+
+
+def test_an_additive_mask_reads_every_key_in_a_fully_masked_row():
+    # softmax(s + c) = softmax(s): a row masked everywhere is attention with no mask at all
+    rng = np.random.default_rng(1)
+    q, k, v = rng.standard_normal((1, 1, 2, 3)), rng.standard_normal((1, 1, 4, 3)), rng.standard_normal((1, 1, 4, 3))
+    attention, _ = additive_mask_attention(-1e4)
+    masked, _ = attention(q, k, v, np.zeros((1, 1, 2, 4), bool))
+    plain = _softmax_rows(q @ k.swapaxes(-1, -2) / np.sqrt(3)) @ v
+    assert np.allclose(masked, plain, rtol=1e-10) and np.abs(plain).max() > 0.1
+
+
+def test_additive_mask_attention_conforms_under_its_convention():
+    report = conform("attention", *additive_mask_attention(-1e9), examples=EXAMPLES, scope="no_gqa")
+    assert report.verdict == "conforms under convention", str(report)
+    assert report.convention == {"mask": "additive -1e9"}
+    assert "conforms under convention: mask='additive -1e9'" in str(report)
+
+
+def test_additive_mask_of_minus_1e4_conforms_under_its_own_fill_only():
+    attention, backward = additive_mask_attention(-1e4)
+    report = conform("attention", attention, backward, examples=EXAMPLES, scope="no_gqa",
+                     convention={"mask": "additive -1e4"})
+    assert report.ok, str(report)
+    # in float64 s - 1e9 keeps s only to ~1e-7: the -1e9 convention is not the -1e4 one
+    other = conform("attention", attention, backward, examples=EXAMPLES, scope="no_gqa",
+                    convention={"mask": "additive -1e9"})
+    assert not other.ok
+
+
+def test_additive_mask_attention_scaled_by_d_fails_on_a_small_example():
+    report = conform("attention", *additive_mask_attention(-1e9, bug=True), examples=EXAMPLES,
+                     scope="no_gqa", convention={"mask": "additive -1e9"})
+    assert report.verdict == "does not conform"
+    output = next(c for c in report.checks if c.name == "output").failure
+    # 1/D and 1/sqrt(D) agree at D = 1: the smallest failing example has two features or more
+    assert output is not None and output.example.args[0].shape[-1] >= 2, str(report)

@@ -4,8 +4,9 @@ Before the engine blames the maths, it runs the reference under each convention 
 component and, when the code agrees with one everywhere, reports "conforms under convention"
 instead of a mistake. A convention is either an option value the reference already has
 (``layout='interleaved'`` for RoPE) or a variant of the reference (a summed loss, tanh GELU,
-a fully masked row given the mean of the values, unbiased variance, AdamW without bias
-correction), each exact, built from npformer's own functions.
+a fully masked row given the mean of the values, unbiased variance, eps outside the square
+root, an additive finite mask, AdamW without bias correction), each exact, built from
+npformer's own functions where they reach.
 """
 from __future__ import annotations
 
@@ -53,6 +54,28 @@ def _unbiased_layernorm():
         d_x, d_gamma, d_beta = backward(d_out, inner)
         return d_x, d_gamma * c, d_beta
     return unbiased_forward, unbiased_backward
+
+
+def _eps_outside_layernorm():
+    from ..t08_norm import sum_over_positions
+
+    def outside_forward(x, gamma, beta, eps=1e-5):
+        # xhat = (x - mean) / (std + eps), std = sqrt(var): eps is added after the root
+        xc = x - x.mean(axis=-1, keepdims=True)                 # [..., d]
+        std = np.sqrt((xc ** 2).mean(axis=-1, keepdims=True))   # [..., 1]
+        xhat = xc / (std + eps)
+        return gamma * xhat + beta, (xhat, std, eps, gamma)
+
+    def outside_backward(d_out, cache):
+        xhat, std, eps, gamma = cache
+        d_xhat = d_out * gamma
+        # xhat = xc / (std + eps): the direct path, then the one through std = sqrt(mean(xc^2))
+        # (d std / d xc = xc / (d std), and xc = xhat (std + eps)); the mean's path removes
+        # each row's mean of the sum
+        through_std = xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True) / np.where(std > 0, std, np.inf)
+        d_x = (d_xhat - d_xhat.mean(axis=-1, keepdims=True)) / (std + eps) - through_std
+        return d_x, sum_over_positions(d_out * xhat), sum_over_positions(d_out)
+    return outside_forward, outside_backward
 
 
 def _empty_rows(q, k, v, options):
@@ -115,6 +138,52 @@ def _softmax_rows(fill):
     return variant
 
 
+def _additive_attention(fill):
+    """Attention with the mask added to the scores as ``fill`` where a key may not be read
+    (scores + mask, the mask 0 or ``fill``): a partly masked row is npformer's, since exp of
+    a score near ``fill`` is 0; a fully masked row reads every key, weighted by its scores
+    (every score moved by the same ``fill``), rounded as the sum rounds them."""
+    def variant():
+        from ..t03_softmax import softmax_forward
+        from ..t04_attention import AttentionCache, attention_backward, repeat_kv, sum_groups
+        from .example import Example
+        from .properties.attention import _allowed
+
+        def additive_forward(q, k, v, mask=None, scale=None, causal=False, window=None):
+            options = {"mask": mask, "causal": causal, "window": window}
+            allowed = _allowed(Example(("q", "k", "v"), (q, k, v), options))    # [B, H, N, M]
+            group = q.shape[1] // k.shape[1]
+            keys, values = repeat_kv(k, group), repeat_kv(v, group)
+            scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else float(scale)
+            scores = q @ keys.swapaxes(-1, -2) * scale + np.where(allowed, 0.0, fill)
+            weights, softmax = softmax_forward(scores)
+            return weights @ values, (AttentionCache(q, keys, values, softmax, scale), group)
+
+        def additive_backward(d_out, cache):
+            inner, group = cache
+            d_q, d_keys, d_values = attention_backward(d_out, inner)
+            return d_q, sum_groups(d_keys, group), sum_groups(d_values, group)
+        return additive_forward, additive_backward
+    return variant
+
+
+def _additive_softmax(fill):
+    def variant():
+        forward, backward = _pair("t03_softmax", "softmax")
+
+        def additive_forward(x, axis=-1, mask=None):
+            return forward(x if mask is None else x + np.where(mask, 0.0, fill), axis=axis)
+        return additive_forward, backward
+    return variant
+
+
+ADDITIVE_FILLS = ("-1e9", "-1e4", "-1e10")      # the finite values published code adds to masked scores
+
+
+def _additive(make):
+    return [({"mask": f"additive {fill}"}, make(float(fill))) for fill in ADDITIVE_FILLS]
+
+
 def _adamw_uncorrected():
     from ..training.optim import adamw_update
 
@@ -134,12 +203,15 @@ CONVENTIONS = {      # component: [(the convention, as reported; an option to pi
     "gelu": [({"approximate": "tanh"}, _gelu("gelu_tanh"))],
     "gelu_tanh": [({"approximate": "none"}, _gelu("gelu"))],
     "cross_entropy": [({"reduction": "sum"}, _summed_loss)],
-    "layernorm": [({"variance": "unbiased"}, _unbiased_layernorm)],
+    "layernorm": [({"variance": "unbiased"}, _unbiased_layernorm),
+                  ({"eps": "outside sqrt"}, _eps_outside_layernorm)],
     "attention": [({ROWS: "mean of values"}, _attention_rows("attention", "mean")),
-                  ({ROWS: "nan"}, _attention_rows("attention", "nan"))],
+                  ({ROWS: "nan"}, _attention_rows("attention", "nan"))] + _additive(_additive_attention),
     "grouped_attention": [({ROWS: "mean of values"}, _attention_rows("grouped_attention", "mean")),
-                          ({ROWS: "nan"}, _attention_rows("grouped_attention", "nan"))],
-    "softmax": [({ROWS: "uniform"}, _softmax_rows("uniform")), ({ROWS: "nan"}, _softmax_rows("nan"))],
+                          ({ROWS: "nan"}, _attention_rows("grouped_attention", "nan"))]
+    + _additive(_additive_attention),
+    "softmax": [({ROWS: "uniform"}, _softmax_rows("uniform")), ({ROWS: "nan"}, _softmax_rows("nan"))]
+    + _additive(_additive_softmax),
     "adamw": [({"bias_correction": False}, _adamw_uncorrected)],
 }
 
