@@ -12,7 +12,7 @@ from npformer.testing.components import LAYERS, find
 from npformer.testing.conformance import Checker
 from npformer.testing.patching import edited
 from npformer.testing.subject import Subject
-from npformer.testing import strategies as nst
+from npformer.testing import layer_strategies as nst
 
 
 @pytest.fixture

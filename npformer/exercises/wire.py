@@ -141,7 +141,7 @@ def _read_exactly(fd, n):
         if not chunk:
             return None
         chunks.append(chunk)
-        left -= len(chunk)
+        left = left - len(chunk)
     return b"".join(chunks)
 
 

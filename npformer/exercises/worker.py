@@ -268,7 +268,7 @@ class _Clock:
     def __exit__(self, *_):
         if self.left is not None:
             faulthandler.cancel_dump_traceback_later()
-            self.left -= time.monotonic() - self.began
+            self.left = self.left - (time.monotonic() - self.began)
         return False
 
 
@@ -283,6 +283,31 @@ def _arrays(value):
     if array.dtype.kind not in wire.KINDS:
         raise TypeError(f"returned a {type(value).__name__}, not an array of numbers")
     return array
+
+
+def _serve(requests, replies, answers, clock, news, wire_functions, refused_error):
+    """Answer the judge's requests, each within the learner's time, until it says finish, the
+    pipe closes, or the guard stops the learner's code (``refused_error``, taken before their
+    files ran)."""
+    send, receive, pack_error = wire_functions
+    while True:
+        request = receive(requests)
+        if request is None or request.get("op") == "finish":
+            break
+        try:
+            with clock:
+                answer = answers[request["op"]](request)
+        except refused_error:
+            answer = {"stopped": True}
+        except Exception as error:             # noqa: BLE001 - a request this process cannot answer
+            answer = {"failed": pack_error(error, f"{type(error).__name__}: {error}")}
+        answer["refused"] = news()
+        try:
+            send(replies, answer)
+        except TypeError as error:             # what came back is not arrays
+            send(replies, {"failed": pack_error(error, f"your code returned {error}"), "refused": news()})
+        if answer.get("stopped"):
+            break
 
 
 def main(argv=None):
@@ -337,24 +362,8 @@ def main(argv=None):
         hello = {"ok": False, "stopped": True}
     before = fingerprint()                # the patches put the learner's functions in its slots
     send(replies, {**hello, "refused": news(), "unguarded": unguarded})
-    while hello["ok"]:
-        request = receive(requests)
-        if request is None or request.get("op") == "finish":
-            break
-        try:
-            with clock:
-                answer = answers[request["op"]](request)
-        except guard.Refused:
-            answer = {"stopped": True}
-        except Exception as error:             # noqa: BLE001 - a request this process cannot answer
-            answer = {"failed": pack_error(error, f"{type(error).__name__}: {error}")}
-        answer["refused"] = news()
-        try:
-            send(replies, answer)
-        except TypeError as error:             # what came back is not arrays
-            send(replies, {"failed": pack_error(error, f"your code returned {error}"), "refused": news()})
-        if answer.get("stopped"):
-            break
+    if hello["ok"]:
+        _serve(requests, replies, answers, clock, news, (send, receive, pack_error), guard.Refused)
     engine = sorted(set(engine) | set(changed(before)))
     send(replies, {"engine_changed": engine, "refused": news(), "finished": True})
     return 0

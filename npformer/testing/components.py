@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from . import layers
 from . import references as ref
+from . import layer_strategies as lst
 from . import strategies as st
 
 
@@ -142,27 +143,27 @@ WEIGHTS = "then one array per parameter, in the module's named_parameters() orde
 LAYERS = {c.name: c for c in (
     Component("moe", "a Mixture-of-Experts layer (SwiGLU experts, top-k routing, load-balancing loss)",
               f"moe_forward(x, *weights, n_experts, top_k, hidden, aux_weight, token_mask=None) -> (y, cache); "
-              f"{WEIGHTS}", st.moe_inputs(), (layers.moe_forward, layers.moe_backward),
+              f"{WEIGHTS}", lst.moe_inputs(), (layers.moe_forward, layers.moe_backward),
               "(d_x, d_router, d_experts...)", ("t14_moe.MoE.forward", "t14_moe.MoE.backward")),
     Component("prenorm_block", "a Pre-Norm block: h = x + Attn(Norm1(x)), y = h + FFN(Norm2(h))",
               f"prenorm_block_forward(x, *weights, n_heads, n_kv_heads, norm, ffn, ffn_hidden, ffn_bias, "
-              f"attn_bias, causal, mask=None) -> (y, cache); {WEIGHTS}", st.block_inputs(prenorm=True),
+              f"attn_bias, causal, mask=None) -> (y, cache); {WEIGHTS}", lst.block_inputs(prenorm=True),
               (layers.prenorm_block_forward, layers.block_backward), "(d_x, d_weights...)", BLOCK),
     Component("postnorm_block", "a Post-Norm block: h = Norm1(x + Attn(x)), y = Norm2(h + FFN(h))",
-              f"postnorm_block_forward(x, *weights, ...) -> (y, cache), as prenorm_block", st.block_inputs(prenorm=False),
+              f"postnorm_block_forward(x, *weights, ...) -> (y, cache), as prenorm_block", lst.block_inputs(prenorm=False),
               (layers.postnorm_block_forward, layers.block_backward), "(d_x, d_weights...)", BLOCK),
     Component("decoder_lm", "the decoder-only model: embeddings, blocks, final norm, (tied) head",
               f"decoder_lm_forward(ids, *weights, vocab_size, max_len, n_heads, ..., key_mask=None) -> "
-              f"(logits, cache); {WEIGHTS}", st.decoder_lm_inputs(),
+              f"(logits, cache); {WEIGHTS}", lst.decoder_lm_inputs(),
               (layers.decoder_lm_forward, layers.decoder_lm_backward), "(None, d_weights...)", MODEL + BLOCK),
     Component("seq2seq_block", "an encoder-decoder layer: self-attention, cross-attention to the memory, FFN",
               f"seq2seq_block_forward(x, memory, *weights, ..., mask=None, memory_mask=None) -> (y, cache); "
-              f"{WEIGHTS}", st.seq2seq_block_inputs(),
+              f"{WEIGHTS}", lst.seq2seq_block_inputs(),
               (layers.seq2seq_block_forward, layers.seq2seq_block_backward), "(d_x, d_memory, d_weights...)",
               SEQ2SEQ[:1]),
     Component("seq2seq_decoder", "the encoder-decoder's decoder half (decode_forward, decode_backward)",
               f"seq2seq_decoder_forward(memory, tgt_ids, *weights, ..., src_mask=None, tgt_mask=None) -> "
-              f"(logits, cache); {WEIGHTS}", st.seq2seq_decoder_inputs(),
+              f"(logits, cache); {WEIGHTS}", lst.seq2seq_decoder_inputs(),
               (layers.seq2seq_decoder_forward, layers.seq2seq_decoder_backward),
               "(d_memory, None, d_weights...)", SEQ2SEQ),
 )}

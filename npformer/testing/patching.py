@@ -178,7 +178,7 @@ def patched(patches):
                 else:
                     setattr(owner, name, value)
             for slot in reversed(used):
-                slot.users -= 1
+                slot.users = slot.users - 1
                 if slot.users == 0:
                     slot.restore()
                     del _INSTALLED[slot.path]
