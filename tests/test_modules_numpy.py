@@ -208,3 +208,34 @@ def test_bad_arguments_name_themselves():
         conform_module("gpt2_mlp", forward, "minGPT")
     with pytest.raises(ValueError, match="step: KV-cached decoding is checked for kind 'decoder'"):
         conform_module("gpt2_mlp", forward, PICO_MLP, backward=ffn_backward, step=lambda *a: a)
+
+
+# -- a bug inside the block's MLP, traced to it ---------------------------------------------------
+def ffn_relu(x, c_fc, c_proj):                     # the seeded bug: ReLU where GELU belongs
+    return linear(np.maximum(linear(x, **c_fc), 0.0), **c_proj)
+
+
+def block_with_relu_mlp(x, mlp, attn, ln_1, ln_2, n_head):
+    x = x + mha(layer_norm(x, **ln_1), **attn, n_head=n_head)
+    return x + ffn_relu(layer_norm(x, **ln_2), **mlp)
+
+
+PICO_PARTS = {"ln_1": lambda p, x: layer_norm(x, **p), "ln_2": lambda p, x: layer_norm(x, **p),
+              "attn": lambda p, x: mha(x, **p, n_head=H)}
+
+
+def test_a_wrong_mlp_inside_a_block_is_traced_to_the_mlp():
+    report = conform_module("gpt2_block", lambda p, x: block_with_relu_mlp(x, **p, n_head=H),
+                            PICO_BLOCK, parts={**PICO_PARTS, "mlp": lambda p, x: ffn_relu(x, **p)})
+    assert report.verdict == "does not conform"
+    wrong = [c.ours for c in report.parts if c.differs]
+    assert wrong == ["ffn"], str(report)
+    assert "traced to a sub-module: the MLP (their mlp, npformer's ffn) differs on its own" in str(report)
+
+
+def test_a_block_whose_parts_all_agree_says_the_joining_is_wrong():
+    report = conform_module("gpt2_block", lambda p, x: block_no_second_residual(x, **p, n_head=H),
+                            PICO_BLOCK, parts={**PICO_PARTS, "mlp": lambda p, x: ffn(x, **p)})
+    assert report.verdict == "does not conform"
+    assert len(report.parts) == 4 and not any(c.differs for c in report.parts), str(report)
+    assert "the difference is in how they are joined" in str(report)

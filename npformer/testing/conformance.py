@@ -23,6 +23,7 @@ from . import conventions as known_conventions
 from . import mistakes, properties, protocol, strategies
 from .compare import compare_tensor
 from .diagnosis import matching_mistakes, message_of, smallest_failure
+from .independent import other_causes
 from .mistakes.registry import applicable, stale_warning
 from .properties.registry import precision as property_precision
 from .report import CheckResult, ConformanceReport, Failure
@@ -258,7 +259,7 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
         raise ValueError(f"precision: expected one of {', '.join(TOLERANCES)}, got {precision!r}")
     run = _Attempt(found, forward, backward, vjp, scope, examples, seed, rtol, atol)
     if convention is not None:
-        return run(precision, *known_conventions.find(found.name, convention))
+        return other_causes(run, run(precision, *known_conventions.find(found.name, convention)))
     report = run(precision)
     if report.ok or report.error:
         return report
@@ -275,7 +276,7 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
             under = None
         if under is not None and under.ok:
             return under
-    return report
+    return other_causes(run, report)
 
 
 def _rounding_only(report):
@@ -293,6 +294,7 @@ class _Attempt:
         self.functions = (forward, backward, vjp)
         self.examples, self.seed, self.rtol, self.atol = examples, seed, rtol, atol
         self.untaken = as_subject(component.name, *self.functions).untaken
+        self.checkers = {}
 
     def checker(self, precision, said=None, variant=None):
         scope = self.scope
@@ -335,6 +337,7 @@ class _Attempt:
         report.checks = checker.run(self.examples, self.seed)
         report.tolerance, report.dtype = checker.tolerance(), checker.precision_name()
         mistakes.settle(compared_failures(report.checks))
+        self.checkers[id(report)] = checker           # for other_causes, once a report is chosen
         if not subject.differentiates and not subject.component.forward_only:
             report.checks.append(CheckResult("gradients", "gradient", skipped="no backward or vjp given"))
         return report

@@ -33,6 +33,7 @@ class ModuleReport:
     smallest: dict | None = None
     notes: list = field(default_factory=list)
     seconds: float = 0.0
+    parts: list = field(default_factory=list)     # module_parts.PartCheck of each sub-module checked alone
 
     @property
     def ok(self):

@@ -39,6 +39,7 @@ import numpy as np
 from ..t09_block import build_block, build_ffn
 from ..t10_model import DecoderConfig, DecoderLM
 from ..t11_loss import cross_entropy_backward, cross_entropy_forward
+from . import module_parts
 from .module_report import TOL_FLOAT32, TOL_FLOAT64, ModuleReport, compare_tensors
 from .module_subjects import is_torch_module, run_numpy, run_torch
 from .weightmap import compile_weight_map, nest, to_ours, to_theirs
@@ -221,7 +222,7 @@ def _shrink(run, seeds, B, N, tol):
 
 
 def conform_module(kind, subject, weight_map, config=None, *, backward=None, seeds=(0, 1, 2),
-                   batch=2, length=5, conventions=True, step=None, targets=True):
+                   batch=2, length=5, conventions=True, step=None, targets=True, parts=None):
     """Check ``subject`` (an nn.Module, a NumPy function or object) as a whole ``kind`` module.
 
     ``weight_map``: {their name: our name or (our name, *marks)} or a preset ("nanogpt",
@@ -232,6 +233,10 @@ def conform_module(kind, subject, weight_map, config=None, *, backward=None, see
     ``state`` None at first and ``model`` their float64 module with our weights (PyTorch) or
     their params dict (NumPy); its logits, one token at a time after a 2-token prompt, are
     compared with the full forward. ``targets=False``: a decoder is called without targets.
+    ``parts``: for NumPy code, {their prefix: fn(params, x)} of its sub-modules ("mlp",
+    "attn", "ln_1"; a PyTorch module's are found by name): when the whole does not conform,
+    each sub-module the weight map reaches is checked alone and the report names the one
+    that differs (``module_parts``).
     Returns a ``ModuleReport`` (``print`` it; ``.ok``; ``.assert_conforms()``).
     """
     started = time.perf_counter()
@@ -267,6 +272,8 @@ def conform_module(kind, subject, weight_map, config=None, *, backward=None, see
             bad = max((x for x in checks if not x.error <= TOL_FLOAT32), key=lambda x: x.error)
             report.notes.append(f"worst: {bad.theirs} (relative error {bad.error:.2e})")
             report.smallest = _shrink(run, seeds, batch, length, TOL_FLOAT32)
+            report.parts = module_parts.trace(run, seeds[0], batch, length, parts)
+            report.notes += module_parts.note(report.parts)
     if step is not None:
         _check_decoding(run, step, seeds[0], batch, length, report)
     report.seconds = time.perf_counter() - started

@@ -234,3 +234,27 @@ def test_llama_block_with_a_wrong_head_split_names_the_key_projection():
     assert report.verdict == "does not conform"
     assert report.smallest["N"] == 2
     assert "grad wk.weight" in {t.theirs for t in report.failing}
+
+
+# -- a bug in the block's MLP, traced to the MLP -----------------------------------------------
+class ScaledHiddenMLP(MLP):
+    """The seeded bug: the hidden layer scaled by 1.1 after the GELU."""
+
+    def forward(self, x):
+        return self.c_proj(self.gelu(self.c_fc(x)) * 1.1)
+
+
+def test_a_wrong_mlp_inside_a_torch_block_is_traced_to_the_mlp():
+    block = _torch_seeded(Block, D_MODEL, HEADS)
+    block.mlp = _torch_seeded(ScaledHiddenMLP, D_MODEL)
+    report = conform_module("gpt2_block", block, "nanogpt", {"d_model": D_MODEL, "n_heads": HEADS})
+    assert report.verdict == "does not conform"
+    assert [c.theirs for c in report.parts if c.differs] == ["mlp"], str(report)
+    assert {c.theirs for c in report.parts} == {"ln_1", "attn", "ln_2", "mlp"}
+    assert "traced to a sub-module: the MLP (their mlp, npformer's ffn) differs on its own" in str(report)
+
+
+def test_the_scaled_attention_is_traced_to_the_attention():
+    report = conform_module("gpt2_block", _torch_seeded(Block, D_MODEL, HEADS, bug="scale"),
+                            "nanogpt", {"d_model": D_MODEL, "n_heads": HEADS})
+    assert [c.theirs for c in report.parts if c.differs] == ["attn"], str(report)
