@@ -329,6 +329,18 @@ def test_next_names_the_function_that_holds_the_named_mistake(tmp_path):
     assert lines[-1] == f"next: RMSNorm.backward in t08_norm.py (exercise {catalog.find('norm').label})"
 
 
+def test_next_names_the_function_of_the_failing_check_when_no_mistake_is_named(tmp_path):
+    """A slip no catalogue holds (x^3 for x^2 in the derivative of u = c (x + a x^3)) is shown,
+    not named; "next" still points at gelu_tanh_backward, not at the exercise's first function."""
+    workspace = write_workspace(tmp_path / "ws", only=["activations"], solutions=True)
+    _replace(workspace, "t06_activations.py", "du = GELU_C * (1 + 3 * GELU_A * x ** 2)",
+             "du = GELU_C * (1 + 3 * GELU_A * x ** 3)")
+    lines = []
+    outcome, = grade(workspace.directory, out=lines.append, say=_quiet)
+    assert outcome.status == "failing" and "the mistake" not in "\n".join(lines)
+    assert lines[-1] == f"next: gelu_tanh_backward in t06_activations.py (exercise {catalog.find('activations').label})"
+
+
 def test_an_endless_loop_is_stopped_and_located(tmp_path):
     workspace = write_workspace(tmp_path / "ws", only=["softmax", "linear"], solutions=True)
     _replace(workspace, "t03_softmax.py", "    y = cache.y\n", "    y = cache.y\n    while True:\n        y = y + 0\n")

@@ -112,6 +112,27 @@ def _named_function(exercise, result):
     return ""
 
 
+def _failing_function(exercise, result):
+    """ "gelu_tanh_backward in t06_activations.py": the function behind the first failing
+    drawn check when no mistake is named (its backward, or its forward for an output), or ""."""
+    from ..testing.components import find
+    if not result or result.get("import_failed"):
+        return ""
+    failing = [c for c in result["checks"] if not c["ok"] and "component" in c]
+    if not failing:
+        return ""
+    try:
+        forward, backward = find(failing[0]["component"]).reference[:2]
+    except (KeyError, ValueError):
+        return ""
+    wanted = forward if failing[0]["kind"] == "output" else backward
+    for spec in exercise.functions(forward=True):
+        file, qualname = spec.split(":")
+        if isinstance(wanted, str) and wanted == f"{file[:-3].replace('/', '.')}.{qualname}":
+            return f"{qualname} in {os.path.basename(file)}"
+    return ""
+
+
 def static_outcome(exercise, learner):
     """The outcome decided without running, or None when the exercise must run."""
     forward = learner.workspace.forward
@@ -301,7 +322,8 @@ def _grade_one(root, learner, exercise, before, timeout, show_output, say, limit
             return Outcome(exercise, "blocked", [waiting])
     ran = run_exercise(root, learner.workspace, exercise, timeout, together, say, limits)
     status, lines = describe_run(exercise, *ran, timeout, show_output)
-    first = _named_function(exercise, ran[0]) or _first_stub(exercise, learner)
+    first = (_named_function(exercise, ran[0]) or _failing_function(exercise, ran[0])
+             or _first_stub(exercise, learner))
     entries = (ran[0]["checks"] + ran[0]["claims"]) if ran[0] else []
     cheated = bool(ran[0] and (ran[0].get("refused") or ran[0].get("engine_changed")))
     passed = 0 if cheated else sum(bool(e.get("ok")) for e in entries)
