@@ -23,20 +23,10 @@ import subprocess
 import sys
 
 from . import catalog
+from .sandbox import private
 from .worker import specs_to_judge
 
 LEARNER_DIR = "learner"          # the learner's process's working directory, inside ours
-
-
-def _private():
-    """Make this process unreadable to others of the same user (no ptrace, no /proc/PID/mem):
-    the learner's process cannot reach into the judge. Linux only; elsewhere nothing."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(4, 0, 0, 0, 0) == 0              # PR_SET_DUMPABLE, 0
-    except (OSError, AttributeError):
-        return False
 
 
 def start_learner(directory, name, together, timeout=None):
@@ -91,7 +81,7 @@ def main(argv=None):
     os.set_inheritable(result_fd, False)
     token = sys.stdin.readline().strip()      # the grader's secret: a result without it is not ours
     sys.stdin.close()
-    _private()
+    private()                  # the learner's process cannot reach into the judge
     if os.environ.get("NPFORMER_GRADE_EXAMPLES"):      # the teacher's (or a test's) number of draws
         from . import judging
         judging.EXAMPLES = int(os.environ["NPFORMER_GRADE_EXAMPLES"])
