@@ -151,15 +151,14 @@ _forge()
 """
 
 
-def test_a_learners_process_that_forges_the_claim_is_still_failing(tmp_path):
-    """Wrong code (a bias gradient without a bias) that, as its file loads, rebinds the worker's
-    claim function, the claim's facts-making half and the claims' table, and prints a verdict:
-    graded by the judge (the runner) in a fresh process, the claim fails, decided in the judge."""
+def _judged_linear(tmp_path, body, tail=""):
+    """The result the judge (the runner, in a fresh process) sends for a linear workspace whose
+    bias line is ``body``."""
     ws = write_workspace(tmp_path / "ws", only=["linear"], solutions=True)
     path = Path(ws.path("t02_linear.py"))
     source = path.read_text()
     assert source.count(LINEAR_RIGHT) == 1
-    path.write_text(source.replace(LINEAR_RIGHT, "    d_bias = sum_over_positions(d_out)\n") + FORGER)
+    path.write_text(source.replace(LINEAR_RIGHT, body) + tail)
     out = tmp_path / "linear.json"
     with open(out, "w") as channel:
         process = subprocess.Popen([sys.executable, "-m", "npformer.exercises.runner", ws.directory, "linear",
@@ -168,9 +167,21 @@ def test_a_learners_process_that_forges_the_claim_is_still_failing(tmp_path):
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         process.communicate(b"the-token\n", timeout=300)
     result = json.loads(out.read_text())
-    entry = next(c for c in result["claims"] if "bias gradient is None" in c["claim"])
-    assert entry["ok"] is False and entry["detail"].startswith("linear_backward returned a bias gradient"), entry
     assert set(result["computed"]["claims"].values()) == {"judge"}, result["computed"]
+    return result, next(c for c in result["claims"] if "bias gradient is None" in c["claim"])
+
+
+def test_the_right_linear_layer_holds_the_claim_as_graded(tmp_path):
+    result, entry = _judged_linear(tmp_path, LINEAR_RIGHT)
+    assert entry["ok"] is True and not result["refused"] and not result["engine_changed"], result
+
+
+def test_a_learners_process_that_forges_the_claim_is_still_failing(tmp_path):
+    """Wrong code (a bias gradient without a bias) that, as its file loads, rebinds the worker's
+    claim function, the claim's facts-making half and the claims' table, and prints a verdict:
+    graded by the judge (the runner) in a fresh process, the claim fails, decided in the judge."""
+    result, entry = _judged_linear(tmp_path, "    d_bias = sum_over_positions(d_out)\n", FORGER)
+    assert entry["ok"] is False and entry["detail"].startswith("linear_backward returned a bias gradient"), entry
     assert "npformer.exercises.worker._Server.claim" in result["engine_changed"], result["engine_changed"]
 
 
