@@ -228,3 +228,39 @@ def test_a_fork_bomb_of_50_children_is_capped_or_ended(tmp_path):
     assert started + refused == 50 and ran.killed == started
     if os.getuid() != 0:                        # the kernel leaves root's forks uncounted
         assert refused > 0 and started <= 10 + 24
+
+
+GRADE_ENTRY = """
+import ctypes, sys
+import npformer.cli.grade as entry
+import npformer.exercises.gradebook as gradebook
+from npformer.exercises.course import Course
+libc = ctypes.CDLL(None, use_errno=True)
+seen = []
+def look(*args, **kwargs):          # where the first learner's process would start
+    seen.append(libc.prctl(3, 0, 0, 0, 0))      # PR_GET_DUMPABLE
+    return []
+entry.grade = gradebook.grade_class = look
+import npformer.exercises.course as course
+course.load_course = lambda path: None
+parser = __import__("argparse").ArgumentParser()
+entry.add_arguments(parser)
+before = libc.prctl(3, 0, 0, 0, 0)
+entry.run(parser.parse_args(sys.argv[1:]))
+print("dumpable:", before, *seen)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+@pytest.mark.parametrize("argv", [["ws"], ["submissions", "--course", "course.json", "--out", "book"]])
+def test_the_grading_parent_is_not_dumpable_before_a_learner_process_starts(argv, tmp_path):
+    """``npformer grade`` (one workspace, or a class) makes itself non-dumpable before it grades:
+    a learner's process of the same user cannot ptrace it or read /proc/PID/mem."""
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    ran = subprocess.run([sys.executable, "-c", GRADE_ENTRY, *argv], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    line = next(line for line in ran.stdout.splitlines() if line.startswith("dumpable:"))
+    assert line.split()[1:] == ["1", "0"], ran.stdout          # dumpable before, not once grading

@@ -140,3 +140,49 @@ def test_the_gradescope_recipe_runs_here(tmp_path):
     data = json.loads((tmp_path / "results" / "results.json").read_text())
     assert data["score"] == 3.0 and data["tests"][0]["status"] == "passed"
     assert "set -euo pipefail" in (recipe / "setup.sh").read_text()
+
+
+def _pip_packages(text):
+    """The packages of every `pip install` in a shell text (options and quotes left out)."""
+    import shlex
+    found = []
+    for line in text.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        for i in range(len(words) - 1):
+            if words[i] == "pip" and words[i + 1] == "install":
+                for word in words[i + 2:]:
+                    if word in ("&&", ";", "||", "|"):
+                        break
+                    if not word.startswith("-"):
+                        found.append(word)
+    return sorted(found)
+
+
+def test_the_docker_recipe_installs_what_setup_sh_does_and_runs_without_network():
+    """The Dockerfile and setup.sh install the same packages; the documented `docker run` has
+    no network, a user, limits, read-only mounts and installs nothing."""
+    import shlex
+    recipe = ROOT / "npformer" / "exercises" / "gradescope"
+    dockerfile = (recipe / "Dockerfile").read_text()
+    setup = (recipe / "setup.sh").read_text()
+    assert _pip_packages(setup) == ["hypothesis", "numpy>=1.24"], _pip_packages(setup)
+    assert _pip_packages(dockerfile) == _pip_packages(setup)
+    instructions = [line.split()[0] for line in dockerfile.replace("\\\n", " ").splitlines()
+                    if line.strip() and not line.startswith("#")]
+    assert instructions[0] == "FROM" and "FROM python:3.11-slim" in dockerfile
+    assert not {"COPY", "ADD"} & set(instructions)                       # nothing of the student's
+    user = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("USER ")]
+    assert user and user[-1] not in ("root", "0") and "useradd --uid 10001" in dockerfile
+    doc = (ROOT / "docs" / "teaching.md").read_text()
+    block = doc[doc.index("docker build -t npformer-grader"):]
+    block = block[:block.index("```")]
+    run = next(line for line in block.replace("\\\n", " ").splitlines() if line.startswith("docker run"))
+    words = shlex.split(run)
+    assert words[words.index("--network") + 1] == "none"
+    assert words[words.index("--user") + 1] == user[-1]
+    for option in ("--memory", "--pids-limit", "--read-only"):
+        assert option in words, option
+    mounts = [words[i + 1] for i, w in enumerate(words) if w == "-v"]
+    assert [m for m in mounts if not m.endswith(":ro")] == ["$PWD/results:/autograder/results"], mounts
+    assert "pip" not in run and "npformer-grader" in words
+    assert "docker build -t npformer-grader npformer/exercises/gradescope" in block

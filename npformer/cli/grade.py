@@ -15,7 +15,7 @@ import os
 import sys
 
 from ..exercises import grade
-from ..exercises.sandbox import GIB, Limits
+from ..exercises.sandbox import GIB, Limits, private
 from .common import UsageError
 
 
@@ -48,6 +48,8 @@ def _limits(args):
 
 def run(args):
     """Run ``npformer grade``; 0 when every graded exercise is done (or the gradebook is written)."""
+    # before any learner's process starts: none of them may read this process's memory
+    private()
     if args.course:
         return run_class(args)
     for name in ("out", "jobs"):

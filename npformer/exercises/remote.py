@@ -13,13 +13,16 @@ Where each verdict is computed:
 - components on drawn inputs, their properties and the fixed cases: here, from arrays;
 - a claim made of two halves (``check.compute`` and ``check.judge``: training the reverse
   task) computes in the worker and is judged here (the held-out answers are counted here);
+- a claim whose test is a condition of its own (a gradient that must be None, a call that must
+  raise) is in two halves too: the worker reports the facts (what was returned, or the builtin
+  type and text of what was raised) and its ``judge`` decides here;
 - every other claim (whole-model facts: a program over many calls of the learner's code) runs
-  in the worker, which sends back its outcome and the arrays of its assertions (``asserted``);
-  here each assertion is made again, and they must be the ones npformer's own code makes
-  (kinds, names, shapes, in order), so a pass is decided here. The inputs of those arrays were
-  made in the worker, by the claim's program: a claim whose only test is a condition of its
-  own (no ``close`` or ``zero``) keeps the worker's outcome as its verdict. A failing claim is
-  matched with the catalogue here. The result says which is which (``result["computed"]``).
+  in the worker, which sends back the arrays of its assertions (``asserted``); here each
+  assertion is made again, and they must be the ones npformer's own code makes (kinds, names,
+  shapes, in order), so a pass or a failure is decided here (the worker's own "ok" is not
+  read). The inputs of those arrays were made in the worker, by the claim's program. A failing
+  claim is matched with the catalogue here. ``result["computed"]`` records where each verdict
+  was made: here, for every claim.
 
 What the worker sends is checked as it is read: its frames (``wire``), then the shape of each
 answer; anything else is a ``Stopped`` of its own ("your code wrote to the grader's channel").
@@ -192,17 +195,19 @@ class Learner:
         except (KeyError, wire.ChannelError):
             self.stopped = CHANNEL
             raise Stopped(CHANNEL) from None
+        self.sites[claims.of(self.exercise.name)[index][0]] = "judge"
+        if error is not None:                  # the learner's code raised: a fact, and a failure
+            return False, detail, error
         expected = self.structure(check)
-        self.sites[claims.of(self.exercise.name)[index][0]] = "judge" if expected else "learner"
-        if not ok or error is not None or not expected:
-            return ok and error is None, detail, error
-        failure = asserted.rechecked(answer["asserted"], expected)     # the verdict is made here
-        return (False, failure, None) if failure else (True, detail, None)
+        if not expected:
+            return False, "the judge could not run this claim with npformer's own code", None
+        # the verdict is made here, passing or failing: the learner's "ok" is not read
+        failure = asserted.rechecked(answer["asserted"], expected)
+        return (False, failure, None) if failure else (True, None if not ok else detail, None)
 
     def structure(self, check):
         """``asserted.structure`` of the claim run here with npformer's own code ([] when it
-        makes no assertion of arrays, or cannot run: then the learner's process's outcome is
-        the verdict)."""
+        makes no assertion of arrays, or cannot run: then no verdict of done)."""
         from .judging import _run_claim
         if check not in self._structures:
             records = []

@@ -7,8 +7,9 @@ learner's process (``worker``: their functions patched into npformer, the guard 
 its own working directory ``learner/``) and judges the exercise through it (``remote``): the
 inputs are drawn, shrunk and compared here with npformer's own reference, the catalogued
 mistakes are run here, and the learner's process only computes arrays on the examples it is
-sent (and runs the exercise's claims, see ``remote``). The result goes as JSON down the pipe
-``N``, which the learner's process does not hold, with the grader's secret read from stdin;
+sent (and runs the programs of the exercise's claims, whose facts are judged here, see
+``remote``). The result goes as JSON down the pipe ``N``, which the learner's process does not
+hold, with the grader's secret read from stdin;
 what the learner's code prints goes to fd 1 and 2, which the grader reads with a cap.
 ``--timeout``: the seconds the learner's process may compute (its waits for the judge are not
 counted); a second before, it writes its stack to ``learner/stack.txt`` and ends.
@@ -22,20 +23,10 @@ import subprocess
 import sys
 
 from . import catalog
+from .sandbox import private
 from .worker import specs_to_judge
 
 LEARNER_DIR = "learner"          # the learner's process's working directory, inside ours
-
-
-def _private():
-    """Make this process unreadable to others of the same user (no ptrace, no /proc/PID/mem):
-    the learner's process cannot reach into the judge. Linux only; elsewhere nothing."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(4, 0, 0, 0, 0) == 0              # PR_SET_DUMPABLE, 0
-    except (OSError, AttributeError):
-        return False
 
 
 def start_learner(directory, name, together, timeout=None):
@@ -90,7 +81,7 @@ def main(argv=None):
     os.set_inheritable(result_fd, False)
     token = sys.stdin.readline().strip()      # the grader's secret: a result without it is not ours
     sys.stdin.close()
-    _private()
+    private()                  # the learner's process cannot reach into the judge
     if os.environ.get("NPFORMER_GRADE_EXAMPLES"):      # the teacher's (or a test's) number of draws
         from . import judging
         judging.EXAMPLES = int(os.environ["NPFORMER_GRADE_EXAMPLES"])
@@ -118,12 +109,11 @@ def main(argv=None):
     result["refused"] = refused
     result["engine_changed"] = [str(n) for n in last.get("engine_changed") or []][:100]
     result["unguarded"] = [str(n) for n in hello.get("unguarded") or []]
-    # where each verdict was made: the checks here from arrays; a claim here when it comes in two
-    # halves or its assertions were made again here, else in the learner's process
+    # where each verdict was made: all here, the checks and claims from the arrays and facts the
+    # learner's process returned
     from . import claims
-    result["computed"] = {"checks": "judge", "claims": {
-        text: learner.sites.get(text, "judge" if getattr(check, "judge", None) is not None else "learner")
-        for text, check in claims.of(name)}}
+    result["computed"] = {"checks": "judge", "claims": {text: learner.sites.get(text, "judge")
+                                                        for text, _ in claims.of(name)}}
     result["requests"] = learner.requests
     result["token"] = token
     channel.write(json.dumps(result))

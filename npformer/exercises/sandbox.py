@@ -21,6 +21,21 @@ import time
 from dataclasses import dataclass
 
 GIB = 1 << 30
+PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4       # prctl(2) options
+
+
+def private():
+    """Make this process non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``): another process of the
+    same user, a learner's among them, can no longer ptrace it or read its memory
+    (/proc/PID/mem), and it leaves no core dump. Root is not stopped. It holds until this
+    process execs (the learner's processes it starts are dumpable again). Linux only; True
+    when it took effect, False elsewhere."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 @dataclass(frozen=True)

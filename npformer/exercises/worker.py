@@ -13,9 +13,10 @@ answered on fd W (``wire``'s frames: arrays and JSON, never pickles):
   into (``Subject.result``);
 - ``output`` / ``gradients``: one call of the forward, or of the backward, on given arrays;
 - ``case``: a gradient-check case built from its name, size and seed (``problem.evaluate``);
-- ``claim``: one of the exercise's claims about whole models: its numbers, for a claim made
-  of two halves (training: the answers to the held-out prompts), else its outcome and the
-  arrays of its assertions (``asserted``, see ``remote``); ``finish``: what changed in this process's engine, and the end.
+- ``claim``: one of the exercise's claims: its facts, for a claim made of two halves (training:
+  the answers to the held-out prompts; a bias gradient that must be None: what was returned; a
+  call that must raise: what it raised), else the arrays of its assertions (``asserted``, see
+  ``remote``); ``finish``: what changed in this process's engine, and the end.
 
 Every answer carries the refusals the guard made since the last one; a refusal ends the
 answering. Nothing here decides a verdict: the judge compares what it receives with its own
@@ -138,7 +139,10 @@ class _Server:
         self.recording = recording
         self.exercise, self.directory = exercise, workspace_dir
         self.Example, self.run, self.describe_error = Example, run, describe_error
-        self.claims, self.Subject, self.find, self.run_claim = claims, Subject, find, _run_claim
+        self.Subject, self.find, self.run_claim = Subject, find, _run_claim
+        # the claims and their halves as they are before the learner's files run: code that
+        # rebinds a claim's ``compute`` or edits the table later changes nothing here
+        self.claims = [(check, getattr(check, "compute", None)) for _, check in claims.of(exercise.name)]
 
     def error(self, error):
         return wire.error_message(error, self.describe_error(error))
@@ -190,14 +194,14 @@ class _Server:
                 "protocol": None if result.protocol is None else str(result.protocol)}
 
     def claim(self, request):
-        text, check = self.claims.of(self.exercise.name)[request["index"]]
-        if getattr(check, "compute", None) is not None:       # a claim in two halves: ours computes
+        check, compute = self.claims[request["index"]]
+        if compute is not None:                # a claim in two halves: only the facts go back
             import numpy as np
 
             import npformer
             try:
                 with np.errstate(all="ignore"):
-                    return {"computed": check.compute(npformer)}
+                    return {"computed": compute(npformer)}
             except Exception as error:        # noqa: BLE001 - the learner's code raised
                 return {"error": self.error(error)}
         records = []

@@ -5,19 +5,37 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import ClaimFailed, claim, close, rng, upstream_at, zero
+from .registry import ClaimFailed, claim, close, expects, raised, rng, upstream_at, zero
 
 
 def _mha(L, g, **options):
     return L.t04_attention.MultiHeadAttention(8, 2, rng=g, dtype=np.float64, **options)
 
 
-@claim("linear", "without a bias, the bias gradient is None")
-def _(L, R):
+def bias_gradient(L):
+    """{"bias_gradient": what linear_backward returned for the bias of a layer without one}:
+    the half of the claim that runs the learner's code."""
     g = rng()
     _, cache = L.t02_linear.linear_forward(g.standard_normal((2, 4)), g.standard_normal((4, 3)))
-    if L.t02_linear.linear_backward(g.standard_normal((2, 3)), cache)[2] is not None:
+    found = L.t02_linear.linear_backward(g.standard_normal((2, 3)), cache)[2]
+    return {"bias_gradient": None if found is None else np.asarray(found)}
+
+
+def judge_bias_gradient(computed):
+    """The claim's verdict on ``bias_gradient``'s facts: the gradient must be None."""
+    if "bias_gradient" not in computed:
+        raise ClaimFailed("the claim's run did not report the bias gradient")
+    if computed["bias_gradient"] is not None:
         raise ClaimFailed("linear_backward returned a bias gradient for a layer without a bias")
+
+
+@claim("linear", "without a bias, the bias gradient is None")
+def no_bias_gradient(L, R):
+    return judge_bias_gradient(bias_gradient(L))
+
+
+# graded, the two halves run apart: the learner's process reports, the judge decides
+no_bias_gradient.compute, no_bias_gradient.judge = bias_gradient, judge_bias_gradient
 
 
 # -- embedding ----------------------------------------------------------------------
@@ -33,17 +51,28 @@ def _(L, R):
     close("position table gradient", positions.weight.grad[:5], d_out.sum(axis=0))
 
 
-@claim("attention", "backward after a KV-cached decoding step is refused: the cache is for inference")
-def _(L, R):
+def backward_after_a_step(L):
+    """{"raised": what the backward through a KV-cached decoding step raised, or None}."""
     g = rng()
     mha = _mha(L, g)
     cache = L.t13_kv_cache.KVCache(1, 1, 2, 4, 4, np.float64)
     out, step = mha.forward(g.standard_normal((1, 1, 8)), kv=cache.layers[0])
-    try:
-        mha.backward(g.standard_normal(out.shape), step)
-    except NotImplementedError:
-        return None
-    raise ClaimFailed("backward ran through a KV-cached decoding step; it must raise NotImplementedError")
+    return {"raised": raised(lambda: mha.backward(g.standard_normal(out.shape), step))}
+
+
+def judge_backward_after_a_step(computed):
+    """The claim's verdict: the backward raised NotImplementedError (or a subclass of it)."""
+    expects("NotImplementedError", computed.get("raised", ...),
+            "backward ran through a KV-cached decoding step", "backward through a KV-cached decoding step")
+
+
+@claim("attention", "backward after a KV-cached decoding step is refused: the cache is for inference")
+def no_backward_after_a_step(L, R):
+    return judge_backward_after_a_step(backward_after_a_step(L))
+
+
+no_backward_after_a_step.compute = backward_after_a_step
+no_backward_after_a_step.judge = judge_backward_after_a_step
 
 
 @claim("attention", "causal: the gradient of the output at position 2 reaches no input after it")

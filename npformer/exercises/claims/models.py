@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import ClaimFailed, claim, close, rng, upstream_at, zero
+from .registry import ClaimFailed, claim, close, expects, raised, rng, upstream_at, zero
 
 
 def _silence(*linears):
@@ -78,15 +78,27 @@ def _(L, R):
     close("cached logits", np.concatenate(steps, axis=1), full, 1e-10)
 
 
-@claim("kv-cache", "keys of another shape than the cache was made for are refused with a ValueError")
-def _(L, R):
+def write_of_another_shape(L):
+    """{"raised": what LayerKV.write raised for keys of another shape than the cache's, or None}."""
     cache = L.t13_kv_cache.KVCache(1, 2, 2, 4, 3, np.float64)
     wrong = np.zeros((2, 1, 1, 3))                       # one key/value head where the cache holds two
-    try:
-        cache.layers[0].write(wrong, wrong)
-    except ValueError:
-        return None
-    raise ClaimFailed("LayerKV.write stored keys of shape (2, 1, 1, 3) in a cache of 2 heads")
+    return {"raised": raised(lambda: cache.layers[0].write(wrong, wrong))}
+
+
+def judge_write_of_another_shape(computed):
+    """The claim's verdict: the write raised ValueError (or a subclass of it)."""
+    expects("ValueError", computed.get("raised", ...),
+            "LayerKV.write stored keys of shape (2, 1, 1, 3) in a cache of 2 heads",
+            "LayerKV.write of keys of shape (2, 1, 1, 3) in a cache of 2 heads")
+
+
+@claim("kv-cache", "keys of another shape than the cache was made for are refused with a ValueError")
+def refuses_another_shape(L, R):
+    return judge_write_of_another_shape(write_of_another_shape(L))
+
+
+# graded, the two halves run apart: the learner's process reports, the judge decides
+refuses_another_shape.compute, refuses_another_shape.judge = write_of_another_shape, judge_write_of_another_shape
 
 
 @claim("kv-cache", "new keys and values are stored in the cache's own preallocated arrays (KVCache.k, "
@@ -172,16 +184,33 @@ def _(L, R):
     close("the gradient of the short vector", d_x[0], d_out[0] / 1e-12, 1e-9)
 
 
-@claim("encoder", "an encoder reads both ways: the state at position 0 sends gradient to every "
-                  "position's row of the position table")
-def _(L, R):
+def position_gradient(L):
+    """{"position_gradient": the position table's gradient after a backward from the state at
+    position 0 alone}."""
     g = rng()
     encoder = L.t15_encoder.Encoder(L.t15_encoder.EncoderConfig(vocab_size=11, max_len=6), g, np.float64)
     states, cache = encoder.forward(g.integers(0, 11, (1, 5)))
     encoder.backward(upstream_at(states.shape, (0, 0), g), cache)
-    rows = np.abs(encoder.positions.weight.grad[:5]).sum(axis=-1)
+    return {"position_gradient": np.asarray(encoder.positions.weight.grad)}
+
+
+def judge_position_gradient(computed):
+    """The claim's verdict: each of the 5 positions' rows received some gradient."""
+    grad = computed.get("position_gradient")
+    if not isinstance(grad, np.ndarray) or grad.ndim != 2 or grad.shape[0] < 5:
+        raise ClaimFailed("the claim's run did not report the position table's gradient")
+    rows = np.abs(grad[:5]).sum(axis=-1)
     if not (rows > 0).all():
-        raise ClaimFailed(f"position rows {np.flatnonzero(rows == 0).tolist()} received no gradient")
+        raise ClaimFailed(f"position rows {np.flatnonzero(~(rows > 0)).tolist()} received no gradient")
+
+
+@claim("encoder", "an encoder reads both ways: the state at position 0 sends gradient to every "
+                  "position's row of the position table")
+def reads_both_ways(L, R):
+    return judge_position_gradient(position_gradient(L))
+
+
+reads_both_ways.compute, reads_both_ways.judge = position_gradient, judge_position_gradient
 
 
 @claim("seq2seq", "cross-attention: padded source positions get exactly zero memory gradient")

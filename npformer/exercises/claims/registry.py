@@ -7,6 +7,8 @@ the learner's code: ``check(learner, reference) -> detail or None`` raising
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 CLAIMS = {}          # exercise name -> [(text, check), ...] in registration order
@@ -49,6 +51,30 @@ def zero(what, array):
     if (array != 0).any():
         at = _index(array != 0)
         raise ClaimFailed(f"{what} must be exactly 0, but at {at} it is {array[at]:.3g}")
+
+
+def raised(call):
+    """None when ``call()`` returns; else the fact of what it raised: {"type": the name of the
+    nearest builtin exception class it is an instance of (``except ValueError`` catches it),
+    "text": its message}. What a claim's program reports for the judge to decide on."""
+    try:
+        call()
+    except Exception as error:                 # noqa: BLE001 - the learner's code raised: a fact
+        kind = next(c for c in type(error).__mro__ if getattr(builtins, c.__name__, None) is c)
+        return {"type": kind.__name__, "text": str(error)[:500]}
+    return None
+
+
+def expects(name, fact, returned, call):
+    """ClaimFailed unless ``fact`` (``raised``'s) says the call raised the builtin exception
+    ``name``; ``returned`` says what went wrong when the call returned, ``call`` names it."""
+    if fact is not None and not (isinstance(fact, dict) and isinstance(fact.get("type"), str)
+                                 and isinstance(fact.get("text"), str)):
+        raise ClaimFailed(f"the claim's run did not report whether {call} raised")
+    if fact is None:
+        raise ClaimFailed(f"{returned}; it must raise {name}")
+    if fact["type"] != name:
+        raise ClaimFailed(f"{call} raised {fact['type']}: {fact['text']}; it must raise {name}")
 
 
 def _index(flags):
