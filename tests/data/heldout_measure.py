@@ -96,7 +96,7 @@ def summary(rows, sets):
         named = [r for r in wrong if r[3] == "failing" and r[4]]
         flagged = [r[1] for r in right if r[3] != "done"]
         lines.append(f"{folder:9s} mistakes {len(wrong):4d}: named {len(named):4d} "
-                     f"({100 * len(named) / max(len(wrong), 1):.0f}%), shown only "
+                     f"({100 * len(named) / max(len(wrong), 1):.1f}%), shown only "
                      f"{len(wrong) - len(named) - len(done):3d}, graded done {len(done):2d} {done}; "
                      f"correct rewrites {len(right):3d}: flagged {len(flagged)} {flagged}")
     return lines
