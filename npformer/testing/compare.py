@@ -55,7 +55,7 @@ def compare_tensor(name, mine, expected, factors=None, tol=MATCH_TOL, atol=ABS_T
     if mine.shape != expected.shape:
         return {"name": name, "shape": list(mine.shape), "expected_shape": list(expected.shape),
                 "message": f"{name} has shape {mine.shape}, expected {expected.shape}",
-                "diagnoses": [shape_diagnosis(mine.shape, expected.shape)]}
+                "diagnoses": [shape_diagnosis(mine.shape, expected.shape, mine, expected)]}
     if not np.isfinite(mine).all() and np.isfinite(expected).all():
         bad = tuple(int(i) for i in np.argwhere(~np.isfinite(mine))[0])
         return {"name": name, "worst_index": list(bad), "message": f"NaN or inf in {name} at {bad}",
@@ -72,19 +72,25 @@ def compare_tensor(name, mine, expected, factors=None, tol=MATCH_TOL, atol=ABS_T
                                          else "gradient")}
 
 
-def shape_diagnosis(mine, expected):
-    """What a wrong gradient shape says about the mistake."""
+def shape_diagnosis(mine, expected, values=None, right=None):
+    """What a wrong gradient shape says about the mistake (given the ``values`` and the
+    ``right`` ones, a transpose is named only when transposing gives the right values)."""
     if len(mine) >= 2 and tuple(mine[:-2]) + (mine[-1], mine[-2]) == tuple(expected):
-        return (f"shape {tuple(mine)} is the transpose of {tuple(expected)}: a missing transpose "
-                f"(.T, or .swapaxes(-1, -2) for stacked matrices)")
+        if values is None or right is None or equal(np.swapaxes(values, -1, -2), right):
+            return (f"shape {tuple(mine)} is the transpose of {tuple(expected)}: a missing transpose "
+                    f"(.T, or .swapaxes(-1, -2) for stacked matrices)")
+        return (f"shape {tuple(mine)}, expected {tuple(expected)}, and its transpose does not hold the "
+                f"right values either: a reshape where a transpose belongs, or operands of a product "
+                f"in the wrong order?")
     return (f"shape {tuple(mine)}, expected {tuple(expected)}: a sum over the wrong axes? A parameter's "
             f"gradient sums over every position (all axes but the last); an input's keeps its shape")
 
 
 def constant_ratio(mine, expected):
-    """c when mine = c * expected to 1e-6 (and expected is not all zero), else None."""
+    """c when mine = c * expected to 1e-6 and expected has two entries that are not 0 (one number
+    is a multiple of any other: no factor to find), else None."""
     norm = float(np.vdot(expected, expected))
-    if norm == 0:
+    if np.count_nonzero(expected) < 2:
         return None
     c = float(np.vdot(mine, expected)) / norm
     residual = np.linalg.norm(mine - c * expected)
@@ -95,8 +101,20 @@ def _near(a, b):
     return abs(a - b) <= 1e-6 * max(1.0, abs(b))
 
 
+NEAR_ONE = 1e-3                  # a ratio this close to 1 is no factor a formula loses
+
+
+def _times(c, of=1.0):
+    """c as text with enough digits to differ from ``of`` (1.000021, never "1")."""
+    return differing(c, of)[0]
+
+
 def ratio_diagnosis(c, factors, what="gradient"):
     """What a ``what`` (gradient or output) that is exactly c times the right one says."""
+    if abs(c - 1) <= NEAR_ONE:
+        return (f"yours is {_times(c)} times the right {what} everywhere: off by {abs(c - 1):.2g} in "
+                f"proportion, too little for a missing factor; a slightly different constant (an eps?) "
+                f"or a lower precision?")
     if _near(c, -1):
         return f"a sign flip: yours is exactly minus the right {what}"
     if _near(c, 0):
@@ -121,8 +139,9 @@ def value_diagnoses(mine, expected, factors, what="gradient"):
     if not expected.any():
         return [f"the right {what} is exactly 0 everywhere on this example and yours is not"]
     ratio = constant_ratio(mine, expected)
-    if ratio is not None and mine.size == 1 and not _near(ratio, -1):
-        ratio = None                      # one number is a multiple of any other: no factor to name
+    if ratio is None and np.count_nonzero(expected) < 2 and \
+            np.abs(mine + expected).max() <= 1e-6 * np.abs(expected).max():
+        ratio = -1.0                      # one number: a sign flip is the one multiple worth naming
     if ratio is not None and not _near(ratio, 1):     # c = 1: rounding, not a factor
         return [ratio_diagnosis(ratio, factors, what)]
     scale = max(np.abs(expected).max(initial=0), 1e-12)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .module_report import TOL_FLOAT32, compare_tensors
+from .properties.registry import differing
 from .weightmap import nest, to_ours, to_theirs
 
 LABELS = {"norm1": "the first norm", "attn": "the attention", "norm2": "the second norm",
@@ -45,7 +46,7 @@ class PartCheck:
         w = self.worst
         said = "differs" if self.differs else "agrees"
         return (f"{where} {said} on its own: worst {w.theirs} (relative error {w.error:.2e}"
-                + (f", yours {w.yours:.6g}, expected {w.expected:.6g})" if self.differs else ")"))
+                + (", yours {}, expected {})".format(*differing(w.yours, w.expected)) if self.differs else ")"))
 
 
 def our_parts(kind, config):
