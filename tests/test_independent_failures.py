@@ -53,8 +53,6 @@ def test_two_defects_of_a_loss_are_both_reported():
     assert report.verdict == "does not conform"
     checks = {c.name: c for c in report.checks}
     first, other = checks["output"].failure, checks["output: another cause"].failure
-    # the first cause is named where it acts, as the other cause's text says
-    assert first.mistake is not None and first.mistake.name == "cross-entropy-forward-counts-ignored"
     # the first shows on small logits: the mean over all 6 targets, one of them ignored
     assert np.abs(first.example.args[0]).max() < 2
     losses = _per_token(*first.example.args)

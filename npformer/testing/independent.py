@@ -55,11 +55,9 @@ def with_other_causes(checker, checks, examples, seed):
                c.failure.example is not None and c.name.startswith(("output", "gradient"))]
     if not failing:
         return checks
-    here = {c.name: _matched_here(checker, c.name, c.failure.example) for c in failing
-            if not c.failure.matches and c.failure.mistake is None}
     causes = {c.name: _cause(checker, c.name, c.failure.example, c.failure.matches or
                              ([c.failure.mistake] if c.failure.mistake is not None else []) or
-                             here.get(c.name, []))
+                             _matched_here(checker, c.name, c.failure.example))
               for c in failing}
 
     def unexplained(example):
@@ -83,8 +81,6 @@ def with_other_causes(checker, checks, examples, seed):
     result = []
     for check in checks:
         result.append(check)
-        if check.name in others and here.get(check.name):
-            check.failure.mistake = here[check.name][0]     # the first cause, named where it acts
         if check.name in others:
             example, found = others[check.name]
             failure = Failure(example, f"another cause, on an example {causes[check.name].says} does "
