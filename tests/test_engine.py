@@ -139,3 +139,42 @@ def test_a_table_entry_reached_through_two_modules_is_given_back_as_the_very_sam
         forward, backward = npformer.FUNCTION_PAIRS["softmax"]
         assert (forward(), backward()) == ("forward", "backward")
     assert npformer.FUNCTION_PAIRS["softmax"] is own                     # the grader's fingerprint
+
+
+def _softmax_off_by(factor):
+    """Softmax whose output is ``factor`` times the right one, and whose backward is exact for it."""
+    def forward(x, axis=-1, mask=None):
+        readable = np.ones(x.shape, bool) if mask is None else np.broadcast_to(mask, x.shape)
+        peak = np.where(readable, x, -np.inf).max(axis=axis, keepdims=True)
+        e = np.where(readable, np.exp(x - np.where(np.isfinite(peak), peak, 0)), 0.0)
+        total = e.sum(axis=axis, keepdims=True)
+        weights = e / np.where(total > 0, total, 1)            # a fully masked row: all 0
+        return factor * weights, (weights, axis)
+
+    def backward(d_out, cache):
+        weights, axis = cache
+        d_scaled = factor * d_out
+        return weights * (d_scaled - (d_scaled * weights).sum(axis=axis, keepdims=True))
+    return forward, backward
+
+
+def test_a_fixed_case_and_drawn_examples_judge_at_one_tolerance():
+    from npformer.testing import conform
+    build = lambda: CASES["softmax"](np.random.default_rng(0), 0)          # noqa: E731
+    # 1e-8 off is wrong in float64 for both (the fixed cases once let it through at 1e-7) and
+    # 1e-11 off is rounding for both
+    for factor, ok in ((1 + 1e-8, False), (1 + 1e-11, True)):
+        forward, backward = _softmax_off_by(factor)
+        patches = {"npformer.t03_softmax.softmax_forward": forward,
+                   "npformer.t03_softmax.softmax_backward": backward}
+        assert judge_case(build, patches).ok is ok, factor
+        report = conform("softmax", forward, backward, examples=10, precision="float64")
+        assert report.ok is ok, str(report)
+
+
+def test_float64_code_within_float32_rounding_is_not_said_to_compute_in_float32():
+    from npformer.testing import conform
+    report = conform("softmax", *_softmax_off_by(1 + 1e-8), examples=10)
+    assert "your code computes in float32" not in str(report)
+    assert any("within float32 rounding, though your results are not float32 numbers" in n
+               for n in report.notes), str(report)

@@ -239,3 +239,13 @@ def test_a_block_whose_parts_all_agree_says_the_joining_is_wrong():
     assert report.verdict == "does not conform"
     assert len(report.parts) == 4 and not any(c.differs for c in report.parts), str(report)
     assert "the difference is in how they are joined" in str(report)
+
+
+def test_a_part_not_checked_alone_is_said_so_not_blamed_on_the_joining():
+    # the wrong MLP is not handed in parts=: the parts that were checked agree, and the report
+    # must not conclude the joining is wrong
+    report = conform_module("gpt2_block", lambda p, x: block_with_relu_mlp(x, **p, n_head=H),
+                            PICO_BLOCK, parts=PICO_PARTS)
+    text = str(report)
+    assert report.verdict == "does not conform" and "how they are joined" not in text, text
+    assert "the MLP (their mlp, npformer's ffn): not checked alone (no function of yours" in text

@@ -7,7 +7,7 @@ fixed cases (``judge``) both use them."""
 from __future__ import annotations
 
 from . import mistakes
-from .compare import MATCH_TOL, equal
+from .compare import equal
 from .patching import patched
 from .problem import same_error
 from .report import Failure
@@ -44,10 +44,11 @@ def smallest_failure(checker, name, examples, seed, shrunk=None):
     return failure                    # its generic diagnoses are shown only if no mistake is named
 
 
-def same(a, b, tol=MATCH_TOL):
+def same(a, b, tol=None):
     """True when two results are the same: each a ({check name: array}, error) pair, with the
     same error (one type, one message), or no error and the same names holding equal arrays
-    (``compare.equal`` to ``tol``). The one test of sameness for conform and the fixed cases."""
+    (``compare.equal`` to ``tol``, by default float64's). The one test of sameness for conform
+    and the fixed cases."""
     (values_a, error_a), (values_b, error_b) = a, b
     if error_a is not None or error_b is not None:
         return same_error(error_a, error_b)
@@ -55,7 +56,7 @@ def same(a, b, tol=MATCH_TOL):
         all(equal(x, values_b[name], tol) for name, x in values_a.items())
 
 
-def matching(candidates, compute, theirs, right=None, tol=MATCH_TOL, two=False):
+def matching(candidates, compute, theirs, right=None, tol=None, two=False):
     """The catalogued mistakes that compute what the code under test computed, in the order of
     ``candidates`` (Mistakes, or (mistake, its patches)). ``compute(patches)``: the results with
     those patches in place, [(values, error)] like ``theirs``; a mistake matches when every one

@@ -15,11 +15,15 @@ import math
 
 import numpy as np
 
-from .compare import compare_tensor
+from .compare import abs_tolerance, compare_tensor, tolerance
 from .diagnosis import matching, same
 from .patching import patched
-from .problem import evaluate, is_module, run
+from .problem import PRECISION, evaluate, is_module, run
 from .report import CaseVerdict, CheckResult, Failure
+
+
+# a fixed case is one more example: judged at the tolerance drawn examples of its precision get
+TOL, ATOL = tolerance(PRECISION), abs_tolerance(PRECISION)
 
 
 def factors_of(build):
@@ -53,13 +57,14 @@ def mismatches(mine, right, factors):
     found = []
     for name, expected in right.outputs.items():
         differs = compare_tensor(f"output {name}" if name != "out" else "output", mine.outputs.get(name),
-                                 expected, factors)
+                                 expected, factors, TOL, ATOL)
         if differs:
             return [_failed(differs)]           # a wrong forward makes every gradient wrong too
     for name, expected in right.grads.items():
         if expected is None:
             continue
-        differs = compare_tensor(f"gradient of {name}", mine.grads.get(name), np.asarray(expected), factors)
+        differs = compare_tensor(f"gradient of {name}", mine.grads.get(name), np.asarray(expected), factors,
+                                 TOL, ATOL)
         if differs:
             found.append(_failed(differs))
     return found
@@ -69,7 +74,7 @@ def matching_mistakes(build, mine, candidates, upstream, repeat=1):
     """The catalogued mistakes whose result equals ``mine`` on this problem, in order
     (``diagnosis.matching`` on this one example)."""
     return matching(candidates, lambda patches: [evaluate(build, patches, upstream, repeat).outcome()],
-                    [mine.outcome()])
+                    [mine.outcome()], tol=TOL)
 
 
 def leak(build, patches, upstream, name):
@@ -88,7 +93,7 @@ def leak(build, patches, upstream, name):
             a, b = before.grads.get(name), after.grads.get(name)
             if a is None or b is None or np.shape(a) != np.shape(b):
                 return None
-            changes.append(np.abs(b - a) > 1e-9 * max(np.abs(a).max(initial=0), 1e-12))
+            changes.append(np.abs(b - a) > TOL * max(np.abs(a).max(initial=0), 1e-12))
         stray = changes[0] & ~changes[1]
         if changes[1].any() and stray.any():
             where = tuple(int(i) for i in np.argwhere(stray)[0])
@@ -104,9 +109,9 @@ def accumulation_note(once, twice):
     for name in once.params:
         g = once.grads[name]
         g2 = twice.grads.get(name)
-        if g2 is None or np.allclose(g2, 2 * g, rtol=1e-9, atol=1e-12 * max(np.abs(g).max(initial=0), 1e-12)):
+        if g2 is None or np.allclose(g2, 2 * g, rtol=TOL, atol=ATOL * max(np.abs(g).max(initial=0), 1e-12)):
             continue
-        (assigned if g.any() and np.allclose(g2, g, rtol=1e-9) else other).append(name)
+        (assigned if g.any() and np.allclose(g2, g, rtol=TOL) else other).append(name)
     if assigned:
         names = " and ".join(f"{n}.grad" for n in assigned)
         return (f"assigned instead of accumulated: after two backward passes {names} "
@@ -139,7 +144,7 @@ def judge_case(build, patches, candidates=()):
     repeat = 1
     if not verdict.checks and is_module(build()[0]):
         twice, right_twice = evaluate(build, patches, right.upstream, 2), run(build, right.upstream, 2)
-        note = accumulation_note(mine, twice) if not same(twice.outcome(), right_twice.outcome()) else None
+        note = accumulation_note(mine, twice) if not same(twice.outcome(), right_twice.outcome(), TOL) else None
         if note:
             verdict.notes.append(note)
             mine, repeat = twice, 2

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .module_report import TOL_FLOAT32, compare_tensors
+from .properties.registry import differing
 from .weightmap import nest, to_ours, to_theirs
 
 LABELS = {"norm1": "the first norm", "attn": "the attention", "norm2": "the second norm",
@@ -39,13 +40,13 @@ class PartCheck:
     def describe(self):
         label = LABELS.get(self.ours.rsplit(".", 1)[-1], self.ours)
         where = f"{label} ({'layer ' + self.ours.split('.')[1] + ', ' if self.ours.startswith('blocks.') else ''}" \
-                f"their {self.theirs}, npformer's {self.ours})"
+                + (f"their {self.theirs}, " if self.theirs else "") + f"npformer's {self.ours})"
         if self.error:
             return f"{where}: not checked alone ({self.error})"
         w = self.worst
         said = "differs" if self.differs else "agrees"
         return (f"{where} {said} on its own: worst {w.theirs} (relative error {w.error:.2e}"
-                + (f", yours {w.yours:.6g}, expected {w.expected:.6g})" if self.differs else ")"))
+                + (", yours {}, expected {})".format(*differing(w.yours, w.expected)) if self.differs else ")"))
 
 
 def our_parts(kind, config):
@@ -91,12 +92,19 @@ def trace(run, seed, B, N, parts=None):
     for path in our_parts(run.kind, run.config):
         rows = [r for r in run.rows if all(n.startswith(path + ".") for n in r.ours)]
         prefix = _prefix([n for r in rows for n in r.theirs])
-        if not rows or not prefix:
+        if not rows:
+            continue
+        if not prefix:                      # their weights for it sit in no sub-module of their own
+            theirs = sorted({n.split(".")[0] for r in rows for n in r.theirs})
+            found.append(PartCheck(path, "", error=f"its weights ({', '.join(theirs)}) are not one "
+                                                   f"sub-module of yours"))
             continue
         check = PartCheck(path, prefix[:-1])
         try:
             theirs_part = _their_part(run, prefix[:-1], parts)
             if theirs_part is None:
+                check.error = UNREACHED
+                found.append(check)
                 continue
             check.worst = _compare(run, _module_at(ref, path), theirs_part,
                                    _stripped(rows, path + ".", prefix), x, d_out)
@@ -104,6 +112,9 @@ def trace(run, seed, B, N, parts=None):
             check.error = f"{type(error).__name__}: {error}"[:120]
         found.append(check)
     return found
+
+
+UNREACHED = "no function of yours for it alone; hand one in parts= to check it"
 
 
 def _their_part(run, name, parts):
@@ -154,7 +165,7 @@ def _run_torch_part(module, theirs, x, d_out):
 
 def note(checks):
     """The report's lines: each part that differs, then the ones that agree (or that all do)."""
-    if not checks:
+    if all(c.error == UNREACHED for c in checks):          # nothing was checked alone
         return []
     wrong = [c for c in checks if c.differs]
     lines = [f"traced to a sub-module: {c.describe()}" for c in wrong]

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .properties.registry import differing
+
 TOL_FLOAT64 = 1e-8      # relative to the tensor's largest entry: float64 agreement
 TOL_FLOAT32 = 1e-4      # code that computes in float32 inside (a .float() norm, say)
 
@@ -52,8 +54,8 @@ class ModuleReport:
         if self.smallest:
             s = self.smallest
             lines.append(f"  smallest failing example: seed {s['seed']}, B={s['B']}, N={s['N']}: "
-                         f"{s['tensor']} at {s['index']}: yours {s['yours']:.10g}, "
-                         f"expected {s['expected']:.10g} (relative error {s['error']:.2e})")
+                         f"{s['tensor']} at {s['index']}: yours {{}}, expected {{}} (relative error "
+                         f"{s['error']:.2e})".format(*differing(s['yours'], s['expected'])))
         width = max([len(t.name) for t in self.tensors] + [6])
         lines.append(f"  {'tensor':<{width}}  rel. error  worst index   theirs")
         for t in self.tensors:

@@ -103,15 +103,23 @@ class ConformanceReport:
         if self.error:
             return f"does not run: {self.error}"
         if self.ok:
-            skipped = [c for c in self.checks if c.skipped]
-            note = f"; {len(skipped)} checks not run: {skipped[0].skipped}" if skipped else ""
             said = ", ".join(f"{k}={v!r}" for k, v in self.convention.items())
             head = f"conforms under convention: {said}" if self.convention else "conforms"
-            return f"{head} ({self.examples} examples, every property{note})"
+            return f"{head} ({self.examples} examples, {self._not_run() or 'every property'})"
         ran = [c for c in self.checks if not c.skipped]
         skipped = len(self.checks) - len(ran)
         return (f"does not conform: {len(self.failures)} of {len(ran)} checks fail"
                 + (f" ({skipped} not run)" if skipped else ""))
+
+    def _not_run(self):
+        """ "4 checks not run: it needs eps=1e-12; ..." (each distinct reason once), or "". """
+        skipped = [c for c in self.checks if c.skipped]
+        if not skipped:
+            return ""
+        reasons = list(dict.fromkeys(c.skipped.removeprefix("not run: ") for c in skipped))
+        more = f" (and {len(reasons) - 2} more reasons)" if len(reasons) > 2 else ""
+        return (f"{len(skipped)} check{'s' if len(skipped) > 1 else ''} not run: "
+                + "; ".join(reasons[:2]) + more)
 
     def __str__(self):
         head = (f"{self.implementation} against npformer's {self.component} ({self.dtype}, tolerance "
