@@ -3,9 +3,8 @@
 It draws inputs with hypothesis (``strategies``), runs the implementation and npformer's
 plain-track reference in float64 on each, compares the output and every gradient, and checks
 the component's properties on the implementation's own results. A failing check is searched
-again until hypothesis has shrunk it to its smallest example, and that example is run through
-the catalogued mistakes (``mistakes``): when one of them computes exactly what the
-implementation computed, the report names it.
+again until hypothesis has shrunk it to its smallest example, which is run through the
+catalogued mistakes (``mistakes``): one that computes exactly what the implementation did is named.
 """
 from __future__ import annotations
 
@@ -32,6 +31,7 @@ from .search import explore
 from .subject import Subject, describe_error
 
 VACUOUS_WITHOUT = {"no_fully_masked": ("no readable key", "nothing readable")}   # property texts
+AT_FLOAT32 = "judged at float32's tolerance, properties included"
 
 
 def factors(component, example):
@@ -266,12 +266,10 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
         if at32.ok:
             why = "your code computes in float32" if single else \
                 "within float32 rounding, though your results are not float32 numbers"
-            at32.notes.append(f"agrees to float32 precision ({why}): judged at float32's tolerance, "
-                              f"properties included")
+            at32.notes.append(f"agrees to float32 precision ({why}): {AT_FLOAT32}")
             return at32
         if single and len(at32.failures) < len(report.failures):   # float32 code with a mistake
-            at32.notes.append("your code computes in float32: judged at float32's tolerance, "
-                              "properties included")
+            at32.notes.append(f"your code computes in float32: {AT_FLOAT32}")
             report, precision = at32, "float32"
     for said, variant in known_conventions.of(found.name, run.untaken):
         try:
