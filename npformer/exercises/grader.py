@@ -2,29 +2,27 @@
 
 What can be known without running anything is decided here: a file that does not compile, a
 function missing, an exercise whose functions are all still stubs (not started). Everything
-else runs in ``npformer.exercises.runner`` with a timeout, one process per exercise, with the
-learner's functions for that exercise patched into npformer and npformer's own code for
-everything else: a mistake is reported once, against the exercise that holds it. The last
+else is judged by a judge process (``runner``, kept for the whole session) in a new learner's
+process per exercise, with a timeout, with the learner's functions for that exercise patched
+into npformer and npformer's own code for everything else: a mistake is reported once, against the exercise that holds it. The last
 exercise, training, runs the learner's components together, and only once every exercise it
 uses is done.
 """
 from __future__ import annotations
 
-import json
 import os
-import secrets
 import sys
 import tempfile
-import threading
 from dataclasses import dataclass, field
 
 from .. import __version__
 from ..testing.needs import require_hypothesis
 from . import catalog
-from .sandbox import Limits, run_limited
+from .judges import Judge
+from .sandbox import Limits
 from .report import describe_run, format_outcome, next_step, progress_table
 from .stubs import stub_state
-from .workspace import WorkspaceError, library_dir, load_workspace
+from .workspace import WorkspaceError, load_workspace
 
 SHOW_PROGRESS_AFTER = 3.0        # seconds a stage runs before the grader says what it is doing
 JUDGE_SHARE, STARTUP = 2.0, 20.0    # the wall limit: this many timeouts and seconds to start two processes
@@ -175,45 +173,14 @@ def _read_stack(path, directory):
     return None
 
 
-class _PipeReader(threading.Thread):
-    """The runner's result, read to its end (capped) while the runner runs."""
-
-    CAP = 64 * 1024 * 1024
-
-    def __init__(self, fd):
-        super().__init__(daemon=True)
-        self.fd, self.data, self.overflow = fd, bytearray(), False
-
-    def run(self):
-        with os.fdopen(self.fd, "rb") as pipe:
-            while True:
-                chunk = pipe.read1(1 << 16)
-                if not chunk:
-                    return
-                if len(self.data) < self.CAP:
-                    self.data += chunk
-                else:
-                    self.overflow = True
-
-
-def run_exercise(root, workspace, exercise, timeout, together=False, say=None, limits=None):
-    """(result dict or None, exit code or "timeout", printed lines, where it stopped)."""
+def run_exercise(root, workspace, exercise, timeout, together=False, say=None, limits=None, judge=None):
+    """(result dict or None, exit code or "timeout", printed lines, where it stopped), judged by
+    ``judge`` (a ``judges.Judge``; a new one for this exercise when None)."""
     scratch = tempfile.mkdtemp(prefix=f"{exercise.name}{'-together' if together else ''}-", dir=root)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(library_dir()),
-                                                        os.environ.get("PYTHONPATH", "")]),
-           "NPFORMER_TRACK": "plain", "PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1",
-           "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1"),
-           "TMPDIR": scratch, "HOME": scratch}
     limits = limits or Limits()
     # the learner's process stops itself after ``timeout`` seconds of its own computing; the
-    # wall limit is the backstop for the two processes together (the judge's work comes on top)
+    # wall limit is the backstop for the job (the judge's work comes on top)
     limits = Limits(**{**limits.__dict__, "wall": JUDGE_SHARE * timeout + STARTUP})
-    read_end, write_end = os.pipe()
-    token = secrets.token_hex(16)
-    command = [sys.executable, "-m", "npformer.exercises.runner", workspace.directory, exercise.name,
-               "--result-fd", str(write_end), "--timeout", str(timeout)] + (["--together"] if together else [])
-    reader = _PipeReader(read_end)
-    reader.start()
     shown = []
 
     def waiting(elapsed):
@@ -224,34 +191,26 @@ def run_exercise(root, workspace, exercise, timeout, together=False, say=None, l
             if stage and stage not in shown[-1:]:
                 say(f"  {exercise.label}: {stage} ...")
                 shown.append(stage)
+    job = {"workspace": workspace.directory, "exercise": exercise.name, "together": together,
+           "timeout": timeout, "scratch": scratch, "limits": dict(limits.__dict__)}
+    own = judge is None
+    judge = judge or Judge(root)
     try:
-        ran = run_limited(command, scratch, limits, env=env, pass_fds=(write_end,), on_wait=waiting,
-                          stdin=token.encode() + b"\n")
+        reply = judge.judge(job, limits.wall, on_wait=waiting)
     finally:
-        os.close(write_end)
-    reader.join(timeout=5.0)
-    code = ran.code
+        if own:
+            judge.close()
+    code = reply["code"]
     stopped = _read_stack(os.path.join(scratch, "learner", "stack.txt"), workspace.directory) \
         if code in ("timeout", 1) else None
     if stopped is not None:
         code = "timeout"
-    printed = ran.output.decode("utf-8", errors="replace").splitlines()
-    if ran.dropped:
-        printed.append(f"... {ran.dropped:,} more bytes")
-    result = None
-    if reader.data and not reader.overflow:
-        try:
-            result = json.loads(reader.data.decode("utf-8"))
-        except ValueError:
-            result = None
-    if not isinstance(result, dict) or not isinstance(result.get("checks"), list):
+    printed = reply["output"].splitlines()
+    if reply.get("dropped"):
+        printed.append(f"... {reply['dropped']:,} more bytes")
+    result = reply["result"]
+    if result is not None and not (isinstance(result, dict) and isinstance(result.get("checks"), list)):
         result = None
-    elif result.pop("token", None) != token:
-        result = {"exercise": exercise.name, "checks": [], "claims": [], "engine_changed": [],
-                  "refused": ["your code wrote a result of its own to the grader's channel"]}
-    if reader.data and result is None and code == 0:
-        result = {"exercise": exercise.name, "checks": [], "claims": [], "engine_changed": [],
-                  "refused": ["your code wrote to the grader's channel"]}
     return result, code, printed, stopped
 
 
@@ -268,12 +227,13 @@ def choose(workspace, names):
 
 
 def grade(directory, names=(), timeout=120.0, out=print, show_output=False, say=None, limits=None,
-          course=None):
+          course=None, judge=None):
     """Grade the workspace in ``directory`` (all its exercises, or ``names``); print each report,
     a progress table and what to do next through ``out``; return the list of ``Outcome``.
     ``say`` (default: stderr) receives the progress of stages that take a while; ``limits``
     (``sandbox.Limits``) bound each graded process; ``course`` (``course.Course``, the
-    teacher's) gives the exercise list instead of the workspace's own marker file."""
+    teacher's) gives the exercise list instead of the workspace's own marker file; ``judge``
+    (``judges.Judge``, a class's) judges them, else one started for this workspace."""
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
     workspace = load_workspace(directory)
@@ -291,12 +251,18 @@ def grade(directory, names=(), timeout=120.0, out=print, show_output=False, say=
     needed = _with_prerequisites(selected, workspace)
     outcomes = {}
     with tempfile.TemporaryDirectory(prefix="npformer-grade-") as root:
-        for exercise in needed:
-            outcome = _grade_one(root, learner, exercise, list(outcomes.values()), timeout, show_output, say,
-                                 limits)
-            outcomes[exercise.name] = outcome
-            if exercise in selected:
-                out(format_outcome(outcome))
+        own = judge is None
+        judge = judge or Judge(root)
+        try:
+            for exercise in needed:
+                outcome = _grade_one(root, learner, exercise, list(outcomes.values()), timeout, show_output,
+                                     say, limits, judge)
+                outcomes[exercise.name] = outcome
+                if exercise in selected:
+                    out(format_outcome(outcome))
+        finally:
+            if own:
+                judge.close()
     shown = [outcomes[e.name] for e in selected]
     out(progress_table(shown, workspace.forward))
     out(next_step(shown))
@@ -311,7 +277,7 @@ def _with_prerequisites(selected, workspace):
     return [e for e in workspace.exercises if e.name in names]
 
 
-def _grade_one(root, learner, exercise, before, timeout, show_output, say, limits=None):
+def _grade_one(root, learner, exercise, before, timeout, show_output, say, limits=None, judge=None):
     outcome = static_outcome(exercise, learner)
     if outcome is not None:
         return outcome
@@ -320,7 +286,7 @@ def _grade_one(root, learner, exercise, before, timeout, show_output, say, limit
         waiting = blocked_by(exercise, before)
         if waiting:
             return Outcome(exercise, "blocked", [waiting])
-    ran = run_exercise(root, learner.workspace, exercise, timeout, together, say, limits)
+    ran = run_exercise(root, learner.workspace, exercise, timeout, together, say, limits, judge)
     status, lines = describe_run(exercise, *ran, timeout, show_output)
     first = (_named_function(exercise, ran[0]) or _failing_function(exercise, ran[0])
              or _first_stub(exercise, learner))

@@ -29,6 +29,8 @@ answer; anything else is a ``Stopped`` of its own ("your code wrote to the grade
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..testing.components import find
@@ -143,6 +145,14 @@ class Learner:
             except (Gone, Stopped):
                 return None
         return self.finished
+
+    def close(self):
+        """Close this side's ends of the two pipes (a judge judges many exercises)."""
+        for fd in (self.to_worker, self.from_worker):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     # -- the seams of the engine ------------------------------------------------------------------
     def subject(self, component):

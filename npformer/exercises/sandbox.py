@@ -21,7 +21,17 @@ import time
 from dataclasses import dataclass
 
 GIB = 1 << 30
-PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4       # prctl(2) options
+PR_SET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE = 1, 3, 4       # prctl(2) options
+
+
+def _libc():
+    """The C library (for prctl), or None where it cannot be loaded."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc if hasattr(libc, "prctl") else None
+    except (OSError, AttributeError):
+        return None
 
 
 def private():
@@ -30,12 +40,14 @@ def private():
     (/proc/PID/mem), and it leaves no core dump. Root is not stopped. It holds until this
     process execs (the learner's processes it starts are dumpable again). Linux only; True
     when it took effect, False elsewhere."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+    libc = _libc()
+    return libc is not None and libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+
+
+def make_dumpable():
+    """Undo ``private`` in a process forked from a private one (``nursery``'s children)."""
+    libc = _libc()
+    return libc is not None and libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) == 0
 
 
 @dataclass(frozen=True)
@@ -93,8 +105,23 @@ def user_tasks(uid=None):
     return count
 
 
-def _set_limits(limits, tasks_now=None):
+def dies_with_parent():
+    """The function a child runs before its program (``preexec_fn``) so that it is killed
+    when the process that started it dies (Linux; elsewhere it does nothing)."""
+    libc = _libc()
+
+    def apply():
+        if libc is not None:
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    return apply
+
+
+def limiter(limits, tasks_now=None):
+    """The function a child runs before its program (``preexec_fn``): ``limits`` as resource
+    limits, no core dumps, and killed when the process that started it dies, so that a
+    learner's process never outlives its judge."""
     import resource
+    orphaned = dies_with_parent()
 
     def apply():
         def cap(kind, value, spare=0):
@@ -114,6 +141,7 @@ def _set_limits(limits, tasks_now=None):
             # there the session kill below is what ends the children.
             cap(resource.RLIMIT_NPROC, tasks_now + 1 + limits.processes)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))   # no core dumps of a 4 GiB process
+        orphaned()
     return apply
 
 
@@ -157,7 +185,7 @@ def end_session(sid):
     return len(members)
 
 
-class _CappedReader(threading.Thread):
+class CappedReader(threading.Thread):
     """Reads a pipe to its end, keeping the first ``cap`` bytes and counting the rest."""
 
     def __init__(self, stream, cap):
@@ -182,8 +210,8 @@ def run_limited(command, cwd, limits=Limits(), env=None, pass_fds=(), on_wait=No
     began = time.monotonic()
     process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
-                               preexec_fn=_set_limits(limits, user_tasks()))
-    reader = _CappedReader(process.stdout, limits.output)
+                               preexec_fn=limiter(limits, user_tasks()))
+    reader = CappedReader(process.stdout, limits.output)
     reader.start()
     try:
         process.stdin.write(stdin)
