@@ -111,13 +111,14 @@ def _judge(ws, name, tmp_path, *extra):
 
 
 def test_the_judge_never_runs_the_learners_file(tmp_path):
-    """The learner's file says, as it loads, which process it runs in: a child of the judge,
-    never the judge itself."""
-    tail = "import os as _os\nprint('loaded in', _os.getpid(), 'child of', _os.getppid(), flush=True)\n"
+    """The learner's file says, as it loads, which process it runs in: never the judge, nor a
+    child the judge forked (it is forked by the judge's nursery), in a session of its own."""
+    tail = ("import os as _os\n"
+            "print('loaded in', _os.getpid(), 'child of', _os.getppid(), 'session', _os.getsid(0), flush=True)\n")
     result, printed, judge = _judge(_softmax_workspace(tmp_path / "ws", RIGHT, tail), "softmax", tmp_path)
     line = next(line for line in printed.splitlines() if line.startswith("loaded in"))
     words = line.split()
-    assert int(words[2]) != judge and int(words[5]) == judge, line
+    assert judge not in (int(words[2]), int(words[5])) and int(words[7]) == int(words[2]), line
     assert result["token"] == "the-token" and result["checks"] and all(c["ok"] for c in result["checks"])
     assert result["requests"] > 20 and result["computed"] == {"checks": "judge", "claims": {}}
 
