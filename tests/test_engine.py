@@ -178,3 +178,29 @@ def test_float64_code_within_float32_rounding_is_not_said_to_compute_in_float32(
     assert "your code computes in float32" not in str(report)
     assert any("within float32 rounding, though your results are not float32 numbers" in n
                for n in report.notes), str(report)
+
+
+def test_replayed_draws_are_the_examples_hypothesis_draws_for_the_seed():
+    """A component's drawn examples, taken from memory the second time, are the ones hypothesis
+    itself draws for that seed, even when the code that first saw them wrote into them."""
+    from npformer.testing import search
+    from npformer.testing.components import find
+    strategy = find("attention").draw
+    search._DRAWN.clear()
+    drawn = []
+    search.explore(strategy, lambda e: drawn.append(e.fresh()), 12, 3)            # hypothesis alone
+
+    def spoil(example):                        # a backward that writes into its inputs
+        for value in example.args:
+            if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+                value[...] = 0.0
+    search.explore(strategy, spoil, 12, 3, replay=True)
+    replayed = []
+    search.explore(strategy, replayed.append, 12, 3, replay=True)
+    assert len(drawn) == len(replayed) >= 12
+    for a, b in zip(drawn, replayed):
+        assert a.names == b.names and a.options.keys() == b.options.keys()
+        for x, y in zip(a.args + tuple(a.options.values()), b.args + tuple(b.options.values())):
+            assert (np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y), (a, b)
+    assert any(np.any(v != 0) for e in replayed for v in e.args if isinstance(v, np.ndarray) and v.dtype.kind == "f")
+    search._DRAWN.clear()

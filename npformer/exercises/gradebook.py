@@ -14,12 +14,14 @@ import io
 import json
 import os
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from ..files.fileio import atomic_write, write_json
 from .grader import grade
+from .judges import Judges
 from .report import format_outcome
 from .workspace import MARKER, WorkspaceError
 
@@ -46,13 +48,14 @@ def submissions(paths):
     return found
 
 
-def grade_submission(name, directory, course, timeout=120.0, limits=None):
-    """{"submission", "score", "max_score", "notes", "exercises": [...]} of one submission."""
+def grade_submission(name, directory, course, timeout=120.0, limits=None, judge=None):
+    """{"submission", "score", "max_score", "notes", "exercises": [...]} of one submission
+    (judged by ``judge``, a ``judges.Judge``, else by one of its own)."""
     printed = []
     rows = []
     try:
         outcomes = grade(directory, (), timeout, out=printed.append, say=lambda text: None, limits=limits,
-                         course=course)
+                         course=course, judge=judge)
     except (WorkspaceError, OSError) as error:
         reason = str(error).split(": ", 1)[-1]
         outcomes = []
@@ -81,15 +84,21 @@ def grade_class(paths, course, out_dir, jobs=None, timeout=120.0, limits=None, g
     began, finished, results = time.monotonic(), 0, {}
 
     def one(item):
-        return item[0], grade_submission(item[0], item[1], course, timeout, limits)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for name, book in pool.map(one, found):
-            results[name] = book
-            finished += 1
-            done = sum(r["status"] == "done" for r in book["exercises"])
-            elapsed = time.monotonic() - began
-            progress(f"[{finished}/{len(found)}] {name}: {done} of {len(book['exercises'])} done, "
-                     f"{book['score']:g}/{book['max_score']:g} points ({elapsed:.0f} s)")
+        with judges.one() as judge:
+            return item[0], grade_submission(item[0], item[1], course, timeout, limits, judge)
+    with tempfile.TemporaryDirectory(prefix="npformer-class-") as root, ThreadPoolExecutor(max_workers=jobs) as pool:
+        judges = Judges(min(jobs, len(found)), root)
+        try:
+            for graded in as_completed([pool.submit(one, item) for item in found]):
+                name, book = graded.result()
+                results[name] = book
+                finished += 1
+                done = sum(r["status"] == "done" for r in book["exercises"])
+                elapsed = time.monotonic() - began
+                progress(f"[{finished}/{len(found)}] {name}: {done} of {len(book['exercises'])} done, "
+                         f"{book['score']:g}/{book['max_score']:g} points ({elapsed:.0f} s)")
+        finally:
+            judges.close()
     books = [results[name] for name, _ in found]
     write_gradebook(books, out_dir, gradescope, junit)
     return books

@@ -57,10 +57,11 @@ class Judge:
         read_end, write_end = os.pipe()
         self.log = open(os.path.join(self.root, f"judge-{secrets.token_hex(4)}.log"), "w+b")
         command = [sys.executable, "-m", "npformer.exercises.runner", "--serve", "--result-fd", str(write_end)]
-        # no limits of the learner's kind (this is npformer's code): only that it dies with the grader
+        # no limits of the learner's kind (this is npformer's code): only that it dies with the
+        # grader; in a session of its own, so that Ctrl-C at the terminal reaches the grader alone
         self.process = subprocess.Popen(command, cwd=self.root, env=judge_env(self.root), stdin=subprocess.PIPE,
                                         stdout=self.log, stderr=subprocess.STDOUT, pass_fds=(write_end,),
-                                        preexec_fn=dies_with_parent())
+                                        start_new_session=True, preexec_fn=dies_with_parent())
         os.close(write_end)
         self.replies = read_end
 

@@ -215,7 +215,9 @@ class Checker:
         shrunk to a small example and diagnosed, then the fixed-number properties. A failing
         check reuses an example already shrunk for another when it fails there too (one wrong
         line usually breaks the output and every gradient at once)."""
-        explore(self.strategy, self.record, examples, seed, self.corners)
+        # a component's own strategy and corners (no scope, no filter) are drawn once per process
+        explore(self.strategy, self.record, examples, seed, self.corners,
+                replay=self.strategy is self.component.draw and self.subject.scope is None)
         shrunk = []
         for check in self.results.values():
             if check.skipped:

@@ -51,8 +51,48 @@ def search(strategy, failing, examples, seed, corners=()):
     return None
 
 
-def explore(strategy, record, examples, seed, corners=()):
-    """Run ``record(example)`` on the corners, then on ``examples`` drawn examples (none shrunk)."""
+# (strategy, examples, seed) -> copies of the examples ``explore`` ran ``record`` on, in order
+_DRAWN = {}
+
+
+def explore(strategy, record, examples, seed, corners=(), replay=False):
+    """Run ``record(example)`` on the corners, then on ``examples`` drawn examples (none shrunk).
+    ``replay``: the same strategy and corners will come again (a component's own, unscoped):
+    hypothesis draws the same examples for the same seed whatever ``record`` does, so the
+    second time they are taken from memory (copies: code that writes into its inputs spoils
+    nothing), without drawing."""
+    key = (strategy, examples, seed, tuple(_digest(c) for c in corners))
+    if replay and key in _DRAWN:
+        for example in _DRAWN[key]:
+            record(example.fresh())
+        return
+    drawn = []
+
+    def keep(example):
+        drawn.append(example.fresh())
+        record(example)
+    _draw_all(strategy, keep if replay else record, examples, seed, corners)
+    if replay:
+        _DRAWN[key] = drawn
+
+
+def _digest(example):
+    """What tells one corner example from another: its names, and every value's bytes."""
+    import hashlib
+
+    import numpy as np
+    hashed = hashlib.sha256(repr(example.names).encode())
+    for name, value in [("", a) for a in example.args] + sorted(example.options.items()):
+        hashed.update(name.encode())
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            hashed.update(repr((value.dtype.str, value.shape)).encode())
+            hashed.update(np.ascontiguousarray(value).tobytes())
+        else:
+            hashed.update(repr(value).encode())
+    return hashed.hexdigest()
+
+
+def _draw_all(strategy, record, examples, seed, corners):
     @hypothesis_seed(seed)
     @settings(max_examples=examples, deadline=None, database=None, derandomize=False,
               suppress_health_check=list(HealthCheck), phases=(Phase.explicit, Phase.generate),
