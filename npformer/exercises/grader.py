@@ -33,7 +33,7 @@ class Outcome:
     """The verdict on one exercise and the lines that explain it."""
 
     exercise: catalog.Exercise
-    status: str                          # "not started" | "failing" | "blocked" | "done"
+    status: str                          # "not started" | "failing" | "blocked" | "done" | "not graded"
     lines: list = field(default_factory=list)
     output: list = field(default_factory=list)   # what the learner's code printed (capped)
     first: str = ""                      # the first function to work on, for "next:"
@@ -200,6 +200,8 @@ def run_exercise(root, workspace, exercise, timeout, together=False, say=None, l
     finally:
         if own:
             judge.close()
+    if reply.get("judge_failed"):
+        return None, "judge failed", reply["judge_failed"].splitlines(), None
     code = reply["code"]
     stopped = _read_stack(os.path.join(scratch, "learner", "stack.txt"), workspace.directory) \
         if code in ("timeout", 1) else None
@@ -287,6 +289,9 @@ def _grade_one(root, learner, exercise, before, timeout, show_output, say, limit
         if waiting:
             return Outcome(exercise, "blocked", [waiting])
     ran = run_exercise(root, learner.workspace, exercise, timeout, together, say, limits, judge)
+    if ran[1] == "judge failed":        # npformer's failure, not the learner's: said so, not counted
+        return Outcome(exercise, "not graded", ["the grader itself failed here, twice (not your code): "
+                                                "grade this exercise again"] + ran[2][:20])
     status, lines = describe_run(exercise, *ran, timeout, show_output)
     first = (_named_function(exercise, ran[0]) or _failing_function(exercise, ran[0])
              or _first_stub(exercise, learner))

@@ -5,7 +5,8 @@ for the whole grading session: a job goes to it as one JSON line, its reply come
 pipe of its own as one frame (8 bytes of length, then JSON). ``Judges(n)`` holds ``n`` of them
 for a class graded ``n`` submissions at a time. A judge that dies, or does not answer within
 the job's wall time and a margin, is ended (its learner's process dies with it) and started
-again for the next job; the reply then says how it ended.
+again; the reply then says how it ended, so that the grader's failure is never reported as the
+learner's.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from contextlib import contextmanager
 
 from .workspace import library_dir
 
+JUDGE = "npformer.exercises.runner"     # the judge's module, run with ``--serve``
 MARGIN = 30.0                    # seconds past a job's wall time before its judge is ended
 REPLY_CAP = 64 << 20             # bytes of one reply
 _LENGTH = struct.Struct("<Q")
@@ -56,7 +58,7 @@ class Judge:
         from .sandbox import dies_with_parent
         read_end, write_end = os.pipe()
         self.log = open(os.path.join(self.root, f"judge-{secrets.token_hex(4)}.log"), "w+b")
-        command = [sys.executable, "-m", "npformer.exercises.runner", "--serve", "--result-fd", str(write_end)]
+        command = [sys.executable, "-m", JUDGE, "--serve", "--result-fd", str(write_end)]
         # no limits of the learner's kind (this is npformer's code): only that it dies with the
         # grader; in a session of its own, so that Ctrl-C at the terminal reaches the grader alone
         self.process = subprocess.Popen(command, cwd=self.root, env=judge_env(self.root), stdin=subprocess.PIPE,
@@ -66,8 +68,16 @@ class Judge:
         self.replies = read_end
 
     def judge(self, job, wall, on_wait=None):
-        """The judge's reply to ``job`` (``runner.judge_job``'s), its token checked; a reply
-        with ``result`` None and the code when the judge died or did not answer in time."""
+        """The judge's reply to ``job`` (``runner.judge_job``'s), its token checked. When the
+        judge itself fails (it dies, or its reply is not one), the job is tried once more with
+        a new judge; a second failure is a reply with ``judge_failed`` (why, and what the judge
+        printed). A job past its wall time and the margin: ``result`` None, code "timeout"."""
+        reply = self._judge_once(job, wall, on_wait)
+        if reply.get("judge_failed"):
+            reply = self._judge_once(job, wall, on_wait)
+        return reply
+
+    def _judge_once(self, job, wall, on_wait):
         if self.process is None:
             self._start()
         job = {**job, "token": secrets.token_hex(16)}
@@ -110,8 +120,8 @@ class Judge:
             self.log.seek(0)
             tail = self.log.read()[-4000:]
         self.close()
-        return {"result": None, "code": code if code else 1, "dropped": 0,
-                "output": f"{why}\n" + tail.decode("utf-8", errors="replace")}
+        return {"result": None, "code": code if code else 1, "dropped": 0, "output": "",
+                "judge_failed": f"{why} (exit code {code})\n" + tail.decode("utf-8", errors="replace")}
 
     def close(self):
         """End the judge (it ends its learner's process with it)."""

@@ -207,6 +207,8 @@ def next_step(outcomes):
             continue
         if o.status == "blocked":
             return f"next: {o.exercise.label} is {o.lines[0]}"
+        if o.status == "not graded":
+            return f"next: grade {o.exercise.label} again (the grader failed there, not your code)"
         target = o.first or o.exercise.title
         return f"next: {target} (exercise {o.exercise.label})"
     return f"next: nothing: all {len(outcomes)} graded exercises are done"

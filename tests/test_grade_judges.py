@@ -1,0 +1,49 @@
+"""The judges a grading session keeps: one judge process judges exercise after exercise, and
+what it says of an exercise does not depend on what it judged before; when the judge itself
+fails, the report says so and never blames the learner's code."""
+from pathlib import Path
+
+import pytest
+
+from npformer.exercises import grade, judges
+from npformer.exercises.workspace import write_workspace
+
+RIGHT = "    return y * (d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True))\n"
+DIAGONAL_ONLY = "    return y * d_out\n"
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    """An answer key of three exercises whose softmax backward keeps only the Jacobian's diagonal."""
+    monkeypatch.setenv("NPFORMER_GRADE_EXAMPLES", "10")
+    ws = write_workspace(tmp_path / "ws", only=["embedding", "linear", "softmax"], solutions=True)
+    path = Path(ws.path("t03_softmax.py"))
+    source = path.read_text()
+    assert source.count(RIGHT) == 1
+    path.write_text(source.replace(RIGHT, DIAGONAL_ONLY))
+    return ws
+
+
+def test_an_exercise_judged_third_reads_as_judged_alone(workspace):
+    """softmax judged by a judge that judged embedding and linear first, and by a new judge:
+    the same report, its smallest example included (the same inputs were drawn)."""
+    after_others = {o.exercise.name: o for o in grade(workspace.directory, (), out=lambda _: None)}
+    alone, = grade(workspace.directory, ("softmax",), out=lambda _: None)
+    assert after_others["embedding"].done and after_others["linear"].done
+    assert alone.status == after_others["softmax"].status == "failing"
+    assert alone.lines == after_others["softmax"].lines
+    assert any("smallest example" in line for line in alone.lines), alone.lines
+
+
+def test_a_judge_that_fails_is_the_graders_failure_not_the_learners(workspace, monkeypatch):
+    """A judge that cannot start (its module missing) fails twice: the exercise is "not graded",
+    the report says the grader failed, and nothing says the learner's code ended anything."""
+    monkeypatch.setattr(judges, "JUDGE", "npformer.exercises.no_such_judge")
+    printed = []
+    outcome, = grade(workspace.directory, ("linear",), out=printed.append)
+    assert outcome.status == "not graded" and not outcome.done
+    text = "\n".join(printed)
+    assert "the grader itself failed here, twice (not your code)" in text
+    assert "No module named npformer.exercises.no_such_judge" in text
+    assert "your code ended" not in text
+    assert printed[-1] == "next: grade 02 linear again (the grader failed there, not your code)"
