@@ -105,30 +105,31 @@ def judge_job(job, nursery):
     process, learner, reader = start_learner(nursery, job, limits)
     watch = _Watch(process, limits.wall)
     result = {"exercise": name, "checks": [], "claims": []}      # the reason is in result["refused"]
-    hello, gone = {}, False
+    hello, last, gone = {}, {}, False
     try:
         hello = learner.hello()
         if hello.get("import_failed"):               # their file does not even run: said where
             result.update(import_failed=True, error=hello["import_failed"])
         elif hello.get("ok"):
             result = judge_exercise(exercise, learner, progress=os.path.join(job["scratch"], "progress.txt"))
+        last = learner.finish() or {}
     except Stopped:
-        pass
+        last = learner.finish() or {}
     except Gone:
         gone = True
-    last = {} if gone else (learner.finish() or {})
-    code = _end(process)
-    watch.stop()
-    end_session(process.pid)                  # its children too, whatever it did with them
-    learner.close()
-    reader.join(timeout=2.0)
-    reader.stream.close()
+    finally:                                  # the learner's process ends here, whatever happened
+        code = _end(process)
+        watch.stop()
+        end_session(process.pid)              # its children too, whatever it did with them
+        learner.close()
+        reader.join(timeout=2.0)
+        reader.stream.close()
     reply = {"output": bytes(reader.kept).decode("utf-8", errors="replace"), "dropped": reader.dropped,
              "token": job.get("token")}
     if watch.fired:
         return {**reply, "result": None, "code": "timeout"}
     if gone:              # as the learner's process ended: its signal or exit code (1 for 0)
-        return {**reply, "result": None, "code": code if code < 0 or code > 0 else 1}
+        return {**reply, "result": None, "code": code or 1}
     _account(result, learner, hello, last, name)
     return {**reply, "result": result, "code": 0}
 
@@ -164,9 +165,10 @@ def preload():
 
 
 def _failed_reply(job):
-    """The reply to a job the judge itself could not judge (its traceback as the output)."""
-    return {"result": None, "code": 1, "output": traceback.format_exc()[-4000:], "dropped": 0,
-            "token": job.get("token")}
+    """The reply to a job the judge itself could not judge: npformer's failure (its traceback),
+    never reported as the learner's."""
+    return {"result": None, "code": 1, "output": "", "dropped": 0, "token": job.get("token"),
+            "judge_failed": "the judge raised\n" + traceback.format_exc()[-4000:]}
 
 
 def serve(result_fd):

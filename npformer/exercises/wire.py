@@ -6,17 +6,19 @@ they went. On the pipe a message is one frame::
 
     b"NPF1" | total length (8 bytes) | header length (8 bytes) | header JSON | arrays
 
-each array as its length (8 bytes) and its ``.npy`` bytes. Reading never unpickles: arrays are
-loaded with ``allow_pickle=False`` and only booleans, integers, floats and complex numbers
-are accepted; a frame past ``MAX_FRAME`` bytes, or one that does not parse, is a
+each array as its dtype and shape (8 bytes of length, then JSON: ``["<f8", [2, 3]]``) and its
+bytes in C order (8 bytes of length, then the bytes). Reading never unpickles: only booleans,
+integers, floats and complex numbers of the sizes NumPy has are accepted, and the bytes must
+be exactly the array's size; a frame past ``MAX_FRAME`` bytes, or one that does not parse, is a
 ``ChannelError`` (the learner's code wrote to the channel, or the message is not ours).
 """
 from __future__ import annotations
 
 import builtins
-import io
 import json
+import math
 import os
+import re
 import struct
 
 import numpy as np
@@ -26,6 +28,7 @@ MAX_FRAME = 64 << 20             # bytes of one message: a drawn example is a fe
 MAX_HEADER = 4 << 20
 MAX_DEPTH = 32
 KINDS = "biufc"                  # numpy dtype kinds an array may have
+DTYPE = re.compile(r"[<>|=][biufc](1|2|4|8|16)")    # their dtype.str: byte order, kind, bytes
 _LENGTH = struct.Struct("<Q")
 
 
@@ -65,10 +68,9 @@ def pack(message):
     header = json.dumps(_encode(message, arrays)).encode("utf-8")
     parts = [_LENGTH.pack(len(header)), header]
     for array in arrays:
-        buffer = io.BytesIO()
-        np.save(buffer, np.ascontiguousarray(array) if array.ndim else array, allow_pickle=False)
-        data = buffer.getvalue()
-        parts += [_LENGTH.pack(len(data)), data]
+        meta = json.dumps([array.dtype.str, list(array.shape)]).encode("ascii")
+        data = array.tobytes(order="C")
+        parts += [_LENGTH.pack(len(meta)), meta, _LENGTH.pack(len(data)), data]
     body = b"".join(parts)
     if len(body) > MAX_FRAME:
         raise TypeError(f"a message of {len(body):,} bytes, past the limit of {MAX_FRAME:,}")
@@ -116,15 +118,26 @@ def unpack(body):
         raise ChannelError(f"a header that is not JSON ({error})") from None
     arrays = []
     while at < len(view):
+        meta = take(_LENGTH.unpack(take(8))[0])
         data = take(_LENGTH.unpack(take(8))[0])
-        try:
-            array = np.load(io.BytesIO(data), allow_pickle=False)
-        except Exception as error:            # noqa: BLE001 - whatever the bytes were, not ours
-            raise ChannelError(f"an array that does not load ({type(error).__name__})") from None
-        if not isinstance(array, np.ndarray) or array.dtype.kind not in KINDS or array.dtype.fields is not None:
-            raise ChannelError("an array that is not of numbers")
-        arrays.append(array)
+        arrays.append(_array_of(meta, data))
     return _decode(header, arrays)
+
+
+def _array_of(meta, data):
+    """The array whose dtype and shape are ``meta`` (JSON) and whose C-order bytes are ``data``;
+    ChannelError unless it is an array of numbers whose bytes are exactly its size."""
+    try:
+        dtype, shape = json.loads(bytes(meta).decode("ascii"))
+    except (UnicodeDecodeError, ValueError, TypeError):
+        raise ChannelError("an array whose dtype and shape do not parse") from None
+    if type(dtype) is not str or not DTYPE.fullmatch(dtype) or type(shape) is not list or \
+            len(shape) > MAX_DEPTH or not all(type(n) is int and n >= 0 for n in shape):
+        raise ChannelError("an array that is not of numbers")
+    dtype = np.dtype(dtype)
+    if dtype.kind not in KINDS or dtype.itemsize * math.prod(shape) != len(data):
+        raise ChannelError("an array that is not of numbers, or not of its size")
+    return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
 
 
 def send(fd, message):

@@ -214,10 +214,10 @@ class Checker:
         """[CheckResult]: every check on ``examples`` drawn inputs (and the corners), each failure
         shrunk to a small example and diagnosed, then the fixed-number properties. A failing
         check reuses an example already shrunk for another when it fails there too (one wrong
-        line usually breaks the output and every gradient at once)."""
-        # a component's own strategy and corners (no scope, no filter) are drawn once per process
-        explore(self.strategy, self.record, examples, seed, self.corners,
-                replay=self.strategy is self.component.draw and self.subject.scope is None)
+        line usually breaks the output and every gradient at once). A component's own strategy
+        (no scope, no filter) is drawn once per process, then replayed."""
+        own = self.strategy is self.component.draw and self.subject.scope is None
+        explore(self.strategy, self.record, examples, seed, self.corners, replay=own)
         shrunk = []
         for check in self.results.values():
             if check.skipped:
