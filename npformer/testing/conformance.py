@@ -284,16 +284,14 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
 
 
 def _float32_results(checker):
-    """True when every number the code returned on the first examples is a float32 number (what
-    code that computes in float32 and casts back returns; float64 code almost never does)."""
+    """True when every number the code returned on the first examples is a float32 number."""
     values = [v for e in checker.seen for v in checker.subject.outcome(e)[0].values() if v is not None]
     finite = [np.asarray(v, np.float64)[np.isfinite(v)] for v in values]
     return bool(finite) and all(np.array_equal(f.astype(np.float32).astype(np.float64), f) for f in finite)
 
 
 def _rounding_only(report):
-    """True when every failing output and gradient differs by little enough for float32 rounding
-    (cancellation near zero included); the float32 run then decides."""
+    """True when every failing output and gradient is within float32 rounding (then float32 decides)."""
     compared = [c.failure for c in report.failures if c.kind != "property"]
     return bool(compared) and all(f.rel_error is not None and f.rel_error < 1e-2 for f in compared)
 
