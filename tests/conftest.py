@@ -50,6 +50,12 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow run first (in their order, the rest after in theirs): with two workers
+    the longest start early, and the run does not end waiting on one that began last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter, config):
     """The main suite names the tier it left out (pytest lists the skips after this line)."""

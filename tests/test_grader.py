@@ -88,6 +88,7 @@ def _parts():
             yield pytest.param(e.name, "rest", id=f"{e.name}-rest", marks=pytest.mark.full)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exercise, part", _parts())
 def test_every_catalogued_mistake_is_named_as_itself(exercise, part, fewer_draws):
     mistakes = [m for m in CATALOGUE if exercise_of(m.function).name == exercise]
@@ -168,6 +169,7 @@ def held_out_sample(step=6):
     return found
 
 
+@pytest.mark.slow
 def test_mistakes_written_by_others_are_never_done_and_mostly_named(key, tmp_path, fewer_draws):
     done, unnamed = [], []
     sample = held_out_sample()
@@ -351,6 +353,7 @@ def test_an_endless_loop_is_stopped_and_located(tmp_path):
     assert outcomes["linear"].status == "done"                # contained in its own process
 
 
+@pytest.mark.slow
 def test_printing_is_capped_and_counted_and_shown_on_request(tmp_path):
     workspace = write_workspace(tmp_path / "ws", only=["softmax"], solutions=True)
     _replace(workspace, "t03_softmax.py", "    y = cache.y\n", "    y = cache.y\n    for i in range(3000):\n"
