@@ -58,6 +58,8 @@ ATTACKS = {
     "delete-outside": ("", "    import shutil\n    shutil.rmtree(OUTSIDE, ignore_errors=False)\n" + RIGHT),
     "read-outside": ("", "    open(SECRET).read()\n" + RIGHT),
     "allocate-20-gib": ("", "    big = np.ones((20 << 30) // 8)\n" + RIGHT),
+    # the process that forked it (the judge's nursery), ended so that the next one starts elsewhere
+    "kill-the-nursery": ("import os as _os, signal as _signal\n_os.kill(_os.getppid(), _signal.SIGKILL)\n", RIGHT),
 }
 
 
@@ -128,6 +130,7 @@ def test_the_honest_submission_is_done(graded):
     ("patch-the-runner", "your code changed npformer's grader: npformer.exercises.judging.judge_exercise"),
     ("patch-the-comparison", "your code changed npformer's grader: npformer.testing.compare.compare_tensor"),
     ("fork-children", "os.fork from your code"),
+    ("kill-the-nursery", "os.kill from your code"),
     ("delete-outside", "shutil.rmtree of"),
     ("read-outside", "outside the workspace"),
 ])
