@@ -53,6 +53,7 @@ class Judge:
     def __init__(self, root):
         self.root = root
         self.process = self.replies = self.log = None
+        self.busy = False
 
     def _start(self):
         from .sandbox import dies_with_parent
@@ -78,6 +79,13 @@ class Judge:
         return reply
 
     def _judge_once(self, job, wall, on_wait):
+        self.busy = True               # until the reply is read: closing then kills (Ctrl-C)
+        try:
+            return self._exchange(job, wall, on_wait)
+        finally:
+            self.busy = False
+
+    def _exchange(self, job, wall, on_wait):
         if self.process is None:
             self._start()
         job = {**job, "token": secrets.token_hex(16)}
@@ -124,8 +132,11 @@ class Judge:
                 "judge_failed": f"{why} (exit code {code})\n" + tail.decode("utf-8", errors="replace")}
 
     def close(self):
-        """End the judge (it ends its learner's process with it)."""
+        """End the judge (it ends its learner's process with it): at once when it is judging
+        (the grader was interrupted), else when it has read the end of its jobs."""
         if self.process is not None:
+            if self.busy:
+                self.process.kill()
             try:
                 self.process.stdin.close()
             except OSError:
