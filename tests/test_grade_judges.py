@@ -47,3 +47,57 @@ def test_a_judge_that_fails_is_the_graders_failure_not_the_learners(workspace, m
     assert "No module named npformer.exercises.no_such_judge" in text
     assert "your code ended" not in text
     assert printed[-1] == "next: grade 02 linear again (the grader failed there, not your code)"
+
+
+def _descendants(pid):
+    """The pids of every live process below ``pid`` (read from /proc)."""
+    import os
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    parents[int(name)] = int(f.read().rpartition(")")[2].split()[1])
+            except OSError:
+                continue
+    found, todo = set(), [pid]
+    while todo:
+        above = todo.pop()
+        children = [p for p, parent in parents.items() if parent == above]
+        found.update(children)
+        todo += children
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc")
+def test_ctrl_c_ends_grading_at_once_and_leaves_nothing_running(tmp_path):
+    """Ctrl-C while an exercise is judged: the grader says so and exits 130 within 4 s, and
+    its judge, the judge's nursery and the learner's process are all gone."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    ws = write_workspace(tmp_path / "ws", only=["attention"], solutions=True)
+    grader = subprocess.Popen([sys.executable, "-m", "npformer", "grade", ws.directory], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    began, below = time.monotonic(), set()
+    while len(below) < 3 and time.monotonic() - began < 60:      # the judge, its nursery, a learner
+        time.sleep(0.2)
+        below |= _descendants(grader.pid)
+    assert len(below) >= 3 and grader.poll() is None, below
+    grader.send_signal(signal.SIGINT)
+    interrupted = time.monotonic()
+    out, _ = grader.communicate(timeout=30)
+    assert grader.returncode == 130 and "interrupted" in out, out[-500:]
+    assert time.monotonic() - interrupted < 4.0          # the judge is killed, not waited for
+    time.sleep(0.5)
+    assert not [p for p in below if _running(p)], below
+
+
+def _running(pid):
+    """True while ``pid`` is a live process (a zombie waiting for its reaper has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False

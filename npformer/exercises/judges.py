@@ -79,11 +79,10 @@ class Judge:
         return reply
 
     def _judge_once(self, job, wall, on_wait):
-        self.busy = True               # until the reply is read: closing then kills (Ctrl-C)
-        try:
-            return self._exchange(job, wall, on_wait)
-        finally:
-            self.busy = False
+        self.busy = True     # until a reply is read (an interrupt leaves it so: closing kills)
+        reply = self._exchange(job, wall, on_wait)
+        self.busy = False
+        return reply
 
     def _exchange(self, job, wall, on_wait):
         if self.process is None:
