@@ -78,8 +78,10 @@ def test_ctrl_c_ends_grading_at_once_and_leaves_nothing_running(tmp_path):
     import sys
     import time
     ws = write_workspace(tmp_path / "ws", only=["attention"], solutions=True)
+    # a test worker may run with SIGINT ignored, and Python would then keep it ignored
     grader = subprocess.Popen([sys.executable, "-m", "npformer", "grade", ws.directory], cwd=tmp_path,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     began, below = time.monotonic(), set()
     while len(below) < 3 and time.monotonic() - began < 60:      # the judge, its nursery, a learner
         time.sleep(0.2)
