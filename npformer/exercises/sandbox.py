@@ -1,11 +1,13 @@
 """Running a stranger's code in a process with limits, and ending all of it afterwards.
 
-``run_limited(command, cwd, limits)`` starts ``command`` in a session of its own with the
-resource limits of ``Limits`` (address space, CPU seconds, file size, open files, processes), feeds it
-``stdin`` then end of file, reads what it writes to fd 1 and fd 2 through one pipe keeping at most
+The pieces the judge (``runner``) puts around each learner's process: ``limiter(limits)``, run
+in the child before its program, sets the resource limits of ``Limits`` (address space, CPU
+seconds, file size, open files, processes), no core dumps, and death with its parent;
+``CappedReader`` reads what it writes to fd 1 and fd 2 through one pipe keeping at most
 ``limits.output`` bytes (the rest is read and counted, so a writer never blocks and never
-fills a disk), stops it after ``limits.wall`` seconds, and then kills every process left in
-its session, including children it forked and detached from its process group.
+fills a disk); ``end_session`` kills every process left in its session, including children it
+forked and detached from its process group. ``private`` makes the grading processes
+non-dumpable.
 
 What this does not stop: the code runs as the user who grades, so it can read and write
 whatever that user can (the grader's own audit hook refuses some of it, see
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -69,19 +70,6 @@ class Limits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"{name}: expected a positive number, got {value!r}")
-
-
-@dataclass
-class Ran:
-    """What a limited run gave: ``code`` (exit code, negative for a signal, or "timeout"),
-    ``output`` (bytes kept), ``dropped`` (bytes read past the cap), ``seconds``, ``killed``
-    (processes still alive in its session when it ended, and ended by us)."""
-
-    code: object
-    output: bytes
-    dropped: int
-    seconds: float
-    killed: int
 
 
 def user_tasks(uid=None):
@@ -201,37 +189,3 @@ class CappedReader(threading.Thread):
             if room > 0:
                 self.kept += chunk[:room]
             self.dropped += max(0, len(chunk) - max(room, 0))
-
-
-def run_limited(command, cwd, limits=Limits(), env=None, pass_fds=(), on_wait=None, stdin=b""):
-    """Run ``command`` under ``limits`` (see the module); returns ``Ran``. ``on_wait(elapsed)``
-    is called about four times a second while it runs; ``stdin``: the bytes it reads (then
-    end of file)."""
-    began = time.monotonic()
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
-                               preexec_fn=limiter(limits, user_tasks()))
-    reader = CappedReader(process.stdout, limits.output)
-    reader.start()
-    try:
-        process.stdin.write(stdin)
-        process.stdin.close()
-    except OSError:                        # it ended (or closed its stdin) without reading
-        pass
-    code = None
-    try:
-        while code is None:
-            try:
-                code = process.wait(timeout=0.25)
-            except subprocess.TimeoutExpired:
-                elapsed = time.monotonic() - began
-                if elapsed > limits.wall:
-                    code = "timeout"
-                elif on_wait is not None:
-                    on_wait(elapsed)
-    finally:
-        killed = end_session(process.pid)     # its children too, whatever it did with them
-        process.wait()
-        reader.join(timeout=2.0)
-        process.stdout.close()
-    return Ran(code, bytes(reader.kept), reader.dropped, time.monotonic() - began, killed)
