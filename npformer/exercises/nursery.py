@@ -84,8 +84,10 @@ def _child(request, fds):
         argv[argv.index("--requests") + 1] = str(requests)
         argv[argv.index("--replies") + 1] = str(replies)
         code = worker.main(argv)
-    except SystemExit as leaving:             # the learner's code called sys.exit
-        code = leaving.code if isinstance(leaving.code, int) else (0 if leaving.code is None else 1)
+    except SystemExit as leaving:             # the learner's code called sys.exit: as Python ends
+        code = leaving.code if isinstance(leaving.code, int) else 0 if leaving.code is None else 1
+        if not isinstance(leaving.code, int) and leaving.code is not None:
+            print(leaving.code, file=sys.stderr)
     except BaseException:                     # noqa: BLE001 - as Python would end: its traceback
         import traceback
         traceback.print_exc()
@@ -125,6 +127,7 @@ def serve(sock):
 
 
 def main(argv=None):
+    """Import npformer, become non-dumpable, say ready, then serve the judge's socket."""
     argv = sys.argv[1:] if argv is None else argv
     sock = socket.socket(fileno=int(argv[argv.index("--socket") + 1]))
     from .guard import preload
