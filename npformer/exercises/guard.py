@@ -1,7 +1,7 @@
 """What the learner's code may not do inside the grading process, refused as it happens.
 
-``install(workspace_dir, scratch_dir, graded)`` is called by the runner before the learner's
-files run. From then on, while a frame of the learner's files is on the stack:
+``install(workspace_dir, scratch_dir, graded)`` is called by the learner's process (``worker``)
+before the learner's files run. From then on, while a frame of the learner's files is on the stack:
 
 - npformer's own versions of the graded functions raise ``Refused("your code called
   npformer's own softmax_backward")``, however they were reached (an import made before the

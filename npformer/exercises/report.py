@@ -1,4 +1,4 @@
-"""Turning a runner's result into a verdict and the lines a learner reads.
+"""Turning a judge's result into a verdict and the lines a learner reads.
 
 A mistake is said once, with the number of checks that show it; the smallest example that
 shows it follows when it was drawn. Output the learner's code printed is shown (capped)
@@ -99,7 +99,7 @@ def _printed(printed, show):
     shown = printed[:OUTPUT_LINES]
     rest = len(printed) - len(shown)
     counted = re.match(r"\.\.\. ([\d,]+) more lines", printed[-1]) if printed else None
-    if counted:                                   # the runner already counted what it dropped
+    if counted:                                   # the judge already counted what it dropped
         rest = rest - 1 + int(counted.group(1).replace(",", ""))
         shown = [line for line in shown if line is not printed[-1]]
     more = [f"  ... {rest:,} more line{'s' * (rest != 1)}"] if rest > 0 else []
@@ -121,7 +121,7 @@ def ended(code):
 
 
 def describe_run(exercise, result, code, printed, stopped, timeout, show_output=False):
-    """(status, lines) from a runner's result, exit code, printed lines and stop point."""
+    """(status, lines) from a judge's result, exit code, printed lines and stop point."""
     if code == "timeout":
         where = f" in {stopped}" if stopped else ""
         return "failing", [f"stopped after {timeout:g} s{where}: an endless loop, or very slow code?"] + \

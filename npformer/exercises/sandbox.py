@@ -11,7 +11,7 @@ non-dumpable.
 
 What this does not stop: the code runs as the user who grades, so it can read and write
 whatever that user can (the grader's own audit hook refuses some of it, see
-``runner``; a container is the real boundary, see docs/teaching.md).
+``guard``; a container is the real boundary, see docs/teaching.md).
 """
 from __future__ import annotations
 

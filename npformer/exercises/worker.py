@@ -1,10 +1,10 @@
 """The learner's process: their functions patched into npformer, computing arrays on request.
 
-    python -m npformer.exercises.worker WORKSPACE EXERCISE --requests R --replies W
-           [--together] [--timeout S] [--stack FILE]
+    worker.main([WORKSPACE, EXERCISE, "--requests", R, "--replies", W,
+                 (--together), (--timeout S), (--stack FILE)])
 
-Started by the judge (``npformer.exercises.runner``), which never runs the learner's code
-itself. Here the guard is installed (npformer's own graded functions refuse the learner's
+Run in a process forked for it by the judge's ``nursery`` (the judge, ``runner``, never runs
+the learner's code itself). Here the guard is installed (npformer's own graded functions refuse the learner's
 code, see ``guard``), the learner's files are loaded, and then each request read from fd R is
 answered on fd W (``wire``'s frames: arrays and JSON, never pickles):
 
@@ -372,6 +372,3 @@ def main(argv=None):
     send(replies, {"engine_changed": engine, "refused": news(), "finished": True})
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
