@@ -54,7 +54,7 @@ def grade_submission(name, directory, course, timeout=120.0, limits=None, judge=
     printed = []
     rows = []
     try:
-        outcomes = grade(directory, (), timeout, out=printed.append, say=lambda text: None, limits=limits,
+        outcomes = grade(directory, (), timeout, printed.append, say=lambda text: None, limits=limits,
                          course=course, judge=judge)
     except (WorkspaceError, OSError) as error:
         reason = str(error).split(": ", 1)[-1]

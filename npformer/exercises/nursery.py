@@ -14,7 +14,7 @@ descriptor and runs ``worker.main``. The nursery reports the child's pid, and it
 when it ends.
 
 ``Nursery`` is the judge's side; ``Child`` looks like the ``subprocess.Popen`` it replaces
-(``pid``, ``poll``, ``wait``, ``kill``).
+(``pid``, ``wait``, ``kill``).
 """
 from __future__ import annotations
 
@@ -145,12 +145,6 @@ class Child:
 
     def __init__(self, nursery, pid):
         self.nursery, self.pid, self.returncode = nursery, pid, None
-
-    def poll(self):
-        """The exit code, or None while it runs."""
-        if self.returncode is None:
-            self.nursery._collect(0.0)
-        return self.returncode
 
     def wait(self, timeout=None):
         """The exit code; ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
