@@ -1,31 +1,48 @@
 """Grading a class: every submission by the teacher's course file, in parallel, into a gradebook.
 
-``grade_class(paths, course, out_dir)`` grades each submission (a workspace, or each workspace
-in a folder of them) with ``grader.grade`` by the course's exercise list, ``jobs`` at a time,
-and writes to ``out_dir``: ``gradebook.csv`` (one row per submission and exercise),
-``submissions/<name>.json`` (the reports), and on request Gradescope's ``results.json`` (one
-per submission under ``gradescope/<name>/``, and at the top when there is one submission) and
-``junit.xml``. Points are the course's: an exercise that is done earns its points.
+``grade_class(paths, course, out_dir)`` writes the hand-out build once, then grades each
+submission (a workspace, or each workspace in a folder of them) with ``grader.grade`` by the
+course's exercise list, ``jobs`` at a time: each job is a process of a pool
+(``concurrent.futures``), and each submission is graded there in a sandbox of its own. Once
+every job has ended, and so every learner's process with it, it writes to ``out_dir``:
+``gradebook.csv`` (one row per submission and exercise), ``submissions/<name>.json`` (the
+reports), and on request Gradescope's ``results.json`` (one per submission under
+``gradescope/<name>/``, and at the top when there is one submission) and ``junit.xml``. Points
+are the course's: an exercise that is done earns its points. Every text a submission controls
+(what its code printed, its folder's name) is made safe to show first (``safe_text``).
+
+Grading other people's code needs walls: without bubblewrap, ``grade_class`` refuses
+(``IsolationMissing``) unless the teacher passes ``without_isolation=True``; every row then says
+"graded without isolation".
 """
 from __future__ import annotations
 
 import csv
 import io
-import json
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 
 from ..files.fileio import atomic_write, write_json
-from .grader import grade
-from .judges import Judges
+from .grader import DEFAULT_TIMEOUT, grade
+from .grading_build import write_build
 from .report import format_outcome
+from .safe_text import csv_cell, shown
+from .sandbox import detect
 from .workspace import MARKER, WorkspaceError
 
-CSV_FIELDS = ("submission", "exercise", "status", "checks_passed", "checks", "points", "max_points")
+CSV_FIELDS = ("submission", "exercise", "status", "why", "checks_passed", "checks", "points", "max_points",
+              "isolation")
+WITHOUT = "graded without isolation"
+
+
+class IsolationMissing(RuntimeError):
+    """Other people's code would run without walls here (message: what to install)."""
 
 
 def submissions(paths):
@@ -48,71 +65,116 @@ def submissions(paths):
     return found
 
 
-def grade_submission(name, directory, course, timeout=120.0, limits=None, judge=None):
-    """{"submission", "score", "max_score", "notes", "exercises": [...]} of one submission
-    (judged by ``judge``, a ``judges.Judge``, else by one of its own)."""
-    printed = []
-    rows = []
+def _why(outcome):
+    """The gradebook's reason for a row that is not done: the mistake's name, else the first
+    thing its report says."""
+    if outcome.done:
+        return ""
+    if outcome.mistake:
+        return f"mistake: {outcome.mistake}"
+    return (outcome.lines or [outcome.status])[0][:200]
+
+
+def grade_submission(name, directory, course, timeout=DEFAULT_TIMEOUT, limits=None, build=None, isolation=None):
+    """{"submission", "score", "max_score", "notes", "seconds", "exercises": [...]} of one
+    submission, graded against ``build`` with ``isolation``."""
+    began = time.monotonic()
+    isolation = isolation or detect()
+    walls = WITHOUT if isolation.bwrap is None else "bubblewrap" + (", seccomp" if isolation.seccomp else "")
+    printed, rows = [], []
     try:
         outcomes = grade(directory, (), timeout, printed.append, say=lambda text: None, limits=limits,
-                         course=course, judge=judge)
+                         course=course, build=build, isolation=isolation)
     except (WorkspaceError, OSError) as error:
         reason = str(error).split(": ", 1)[-1]
         outcomes = []
-        rows = [{"exercise": e.name, "label": e.label, "status": "not graded", "checks_passed": 0,
-                 "checks": 0, "points": 0.0, "max_points": course.points[e.name], "report": reason}
-                for e in course.exercises]
+        rows = [{"exercise": e.name, "label": e.label, "status": "not graded", "why": shown(reason)[:200],
+                 "checks_passed": 0, "checks": 0, "points": 0.0, "max_points": course.points[e.name],
+                 "isolation": walls, "report": shown(reason)} for e in course.exercises]
     for o in outcomes:
         rows.append({"exercise": o.exercise.name, "label": o.exercise.label, "status": o.status,
-                     "checks_passed": o.passed, "checks": o.total,
+                     "why": shown(_why(o)), "checks_passed": o.passed, "checks": o.total,
                      "points": course.points[o.exercise.name] if o.done else 0.0,
-                     "max_points": course.points[o.exercise.name], "report": format_outcome(o)})
+                     "max_points": course.points[o.exercise.name], "isolation": walls,
+                     "report": shown(format_outcome(o))})
     notes = [line[len("note: "):] for line in printed if isinstance(line, str) and line.startswith("note: ")]
-    return {"submission": name, "score": sum(r["points"] for r in rows), "max_score": course.total,
-            "notes": notes, "exercises": rows}
+    return {"submission": shown(name), "score": sum(r["points"] for r in rows), "max_score": course.total,
+            "notes": notes, "isolation": walls, "seconds": round(time.monotonic() - began, 1), "exercises": rows}
 
 
-def grade_class(paths, course, out_dir, jobs=None, timeout=120.0, limits=None, gradescope=False,
-                junit=False, progress=None):
+def _not_graded(name, course, why):
+    rows = [{"exercise": e.name, "label": e.label, "status": "not graded", "why": why, "checks_passed": 0,
+             "checks": 0, "points": 0.0, "max_points": course.points[e.name], "isolation": "",
+             "report": f"the grader itself failed on this submission ({why}): grade it again"}
+            for e in course.exercises]
+    return {"submission": shown(name), "score": 0.0, "max_score": course.total, "notes": [], "isolation": "",
+            "seconds": 0.0, "exercises": rows}
+
+
+def _pool_context():
+    """Jobs forked from this process where the system allows it (npformer is imported already)."""
+    return multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+
+
+def _graded_in_pool(found, jobs, arguments, progress, results, total):
+    """Grade ``found`` in a pool of ``jobs`` processes into ``results`` (of ``total`` in all);
+    the names whose job died with its process."""
+    lost = []
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context()) as pool:
+        futures = {pool.submit(grade_submission, name, directory, *arguments): name for name, directory in found}
+        for future in as_completed(futures):
+            name = futures[future]
+            try:
+                book = future.result()
+            except BrokenProcessPool:
+                lost.append(name)
+                continue
+            results[name] = book
+            done = sum(r["status"] == "done" for r in book["exercises"])
+            progress(f"[{len(results)}/{total}] {book['submission']}: "
+                     f"{done} of {len(book['exercises'])} done, {book['score']:g}/{book['max_score']:g} points "
+                     f"({book['seconds']:.0f} s)")
+    return lost
+
+
+def grade_class(paths, course, out_dir, jobs=None, timeout=DEFAULT_TIMEOUT, limits=None, gradescope=False,
+                junit=False, progress=None, without_isolation=False):
     """Grade every submission in ``paths`` by ``course``; write the gradebook to ``out_dir``;
     returns the list of per-submission dicts (``grade_submission``'s), in submission order."""
     jobs = jobs or os.cpu_count() or 1
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs: expected a whole number >= 1, got {jobs!r}")
+    isolation = detect()
+    if isolation.bwrap is None and not without_isolation:
+        raise IsolationMissing(f"grading other people's code needs walls, and here {isolation.why_not}; "
+                               f"or pass --without-isolation to grade with limits only")
     found = submissions(paths)
-    progress = progress or (lambda text: print(text, file=sys.stderr, flush=True))
-    began, finished, results = time.monotonic(), 0, {}
-
-    def one(item):
-        with judges.one() as judge:
-            return item[0], grade_submission(item[0], item[1], course, timeout, limits, judge)
-    with tempfile.TemporaryDirectory(prefix="npformer-class-") as root, ThreadPoolExecutor(max_workers=jobs) as pool:
-        judges = Judges(min(jobs, len(found)), root)
-        try:
-            for graded in as_completed([pool.submit(one, item) for item in found]):
-                name, book = graded.result()
-                results[name] = book
-                finished += 1
-                done = sum(r["status"] == "done" for r in book["exercises"])
-                elapsed = time.monotonic() - began
-                progress(f"[{finished}/{len(found)}] {name}: {done} of {len(book['exercises'])} done, "
-                         f"{book['score']:g}/{book['max_score']:g} points ({elapsed:.0f} s)")
-        finally:
-            judges.close()
+    progress = progress or (lambda text: print(shown(text), file=sys.stderr, flush=True))
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="npformer-class-") as root:
+        build = write_build(os.path.join(root, "build"))
+        arguments = (course, timeout, limits, build, isolation)
+        lost = _graded_in_pool(found, min(jobs, len(found)), arguments, progress, results, len(found))
+        if lost:                              # once more, in a new pool: a job's process died
+            again = [(n, d) for n, d in found if n in lost]
+            lost = _graded_in_pool(again, min(jobs, len(again)), arguments, progress, results, len(found))
+    for name in lost:
+        results[name] = _not_graded(name, course, "its grading process died twice")
     books = [results[name] for name, _ in found]
     write_gradebook(books, out_dir, gradescope, junit)
     return books
 
 
 def write_gradebook(books, out_dir, gradescope=False, junit=False):
-    """The files of the gradebook (see the module) for ``books`` in ``out_dir``."""
+    """The files of the gradebook (see the module) for ``books`` in ``out_dir``, each written
+    whole or not at all."""
     os.makedirs(os.path.join(out_dir, "submissions"), exist_ok=True)
     text = io.StringIO()
     writer = csv.DictWriter(text, CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for book in books:
         for row in book["exercises"]:
-            writer.writerow({"submission": book["submission"], **row})
+            writer.writerow({k: csv_cell(v) for k, v in {"submission": book["submission"], **row}.items()})
     atomic_write(os.path.join(out_dir, "gradebook.csv"), lambda f: f.write(text.getvalue()), mode="w")
     for book in books:
         write_json(os.path.join(out_dir, "submissions", _file_name(book["submission"]) + ".json"), book)
@@ -129,7 +191,7 @@ def write_gradebook(books, out_dir, gradescope=False, junit=False):
 
 
 def _file_name(name):
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "submission"
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).lstrip(".") or "submission"
 
 
 def gradescope_results(book):
@@ -137,23 +199,33 @@ def gradescope_results(book):
     tests = [{"name": row["label"], "score": float(row["points"]), "max_score": float(row["max_points"]),
               "status": "passed" if row["status"] == "done" else "failed",
               "output": row["report"]} for row in book["exercises"]]
-    output = "\n".join(book["notes"])
+    output = "\n".join(book["notes"] + ([WITHOUT] if book.get("isolation") == WITHOUT else []))
     return {"score": float(book["score"]), "output": output, "visibility": "visible",
             "stdout_visibility": "hidden", "tests": tests}
 
 
+SKIPPED = ("not started", "blocked")
+
+
 def junit_xml(books):
-    """JUnit XML: a testsuite per submission, a testcase per exercise (failure: the report)."""
+    """JUnit XML: a testsuite per submission, a testcase per exercise: done passes, "not started"
+    and "blocked" are skipped with their reason, "not graded" is an error, the rest failures."""
     suites = ET.Element("testsuites", name="npformer")
     for book in books:
         rows = book["exercises"]
-        failed = [r for r in rows if r["status"] != "done"]
+        count = {kind: sum(r["status"] == kind for r in rows) for kind in ("not graded", *SKIPPED)}
+        skipped = count["not started"] + count["blocked"]
+        failed = sum(r["status"] not in ("done", "not graded", *SKIPPED) for r in rows)
         suite = ET.SubElement(suites, "testsuite", name=book["submission"], tests=str(len(rows)),
-                              failures=str(len(failed)), errors="0", skipped="0")
+                              failures=str(failed), errors=str(count["not graded"]), skipped=str(skipped))
         for row in rows:
             case = ET.SubElement(suite, "testcase", classname=book["submission"], name=row["label"])
-            if row["status"] != "done":
-                failure = ET.SubElement(case, "failure", message=row["status"], type=row["status"])
+            if row["status"] in SKIPPED:
+                ET.SubElement(case, "skipped", message=row.get("why") or row["status"])
+            elif row["status"] == "not graded":
+                ET.SubElement(case, "error", message=row.get("why") or row["status"]).text = row["report"]
+            elif row["status"] != "done":
+                failure = ET.SubElement(case, "failure", message=row.get("why") or row["status"], type=row["status"])
                 failure.text = row["report"]
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
@@ -164,9 +236,3 @@ def summary(books):
     lines = [f"{'submission':{width}}  points"]
     lines += [f"{b['submission']:{width}}  {b['score']:g}/{b['max_score']:g}" for b in books]
     return lines
-
-
-def load_book(path):
-    """One submission's JSON back."""
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)

@@ -2,30 +2,36 @@
 
 What can be known without running anything is decided here: a file that does not compile, a
 function missing, an exercise whose functions are all still stubs (not started). Everything
-else is judged by a judge process (``runner``, kept for the whole session) in a new learner's
-process per exercise, with a timeout, with the learner's functions for that exercise patched
-into npformer and npformer's own code for everything else: a mistake is reported once, against the exercise that holds it. The last
-exercise, training, runs the learner's components together, and only once every exercise it
-uses is done.
+else is judged here, in this process, through a learner's process per exercise in the
+submission's sandbox (``session``): the learner's functions for that exercise run with
+npformer's own code for everything else, so a mistake is reported once, against the exercise
+that holds it. The last exercise, training, runs the learner's components together, and only
+once every exercise it uses is done.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 
 from .. import __version__
 from ..testing.needs import require_hypothesis
 from . import catalog
-from .judges import Judge
-from .sandbox import Limits
+from .grading_build import write_build
+from .learner_process import specs_to_judge
 from .report import describe_run, format_outcome, next_step, progress_table
+from .safe_text import shown
+from .sandbox import Limits, detect
+from .session import Sandbox
 from .stubs import stub_state
 from .workspace import WorkspaceError, load_workspace
 
-SHOW_PROGRESS_AFTER = 3.0        # seconds a stage runs before the grader says what it is doing
-JUDGE_SHARE, STARTUP = 2.0, 20.0    # the wall limit: this many timeouts and seconds to start two processes
+DEFAULT_TIMEOUT = 120.0          # seconds of its own computing one exercise may take
+SHOW_PROGRESS_AFTER = 3.0        # seconds an exercise runs before the grader says what it is doing
+JUDGE_SHARE, STARTUP = 2.0, 20.0    # the wall limit: this many timeouts, and seconds to spare
 
 
 @dataclass
@@ -39,6 +45,7 @@ class Outcome:
     first: str = ""                      # the first function to work on, for "next:"
     passed: int = 0                      # checks and claims that pass, of
     total: int = 0                       # all the checks and claims that ran
+    mistake: str = ""                    # the catalogued mistake the report names first, if any
 
     @property
     def done(self):
@@ -159,61 +166,37 @@ def blocked_by(exercise, outcomes):
     return "blocked by " + ", ".join(f"{o.exercise.label} ({o.status})" for o in waiting)
 
 
-def _read_stack(path, directory):
-    """ "softmax_backward (t03_softmax.py:52)": where the learner's code was when stopped."""
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("File ") and os.path.abspath(directory) in line:
-                path_part, _, rest = line[len('File "'):].partition('", line ')
-                number, _, function = rest.partition(" in ")
-                return f"{function} ({os.path.basename(path_part)}:{number})"
-    return None
-
-
-def run_exercise(root, workspace, exercise, timeout, together=False, say=None, limits=None, judge=None):
-    """(result dict or None, exit code or "timeout", printed lines, where it stopped), judged by
-    ``judge`` (a ``judges.Judge``; a new one for this exercise when None)."""
-    scratch = tempfile.mkdtemp(prefix=f"{exercise.name}{'-together' if together else ''}-", dir=root)
+def run_exercise(sandbox, workspace, exercise, timeout, together=False, say=None, limits=None):
+    """(result dict or None, exit code or "timeout" or "judge failed", printed lines, where it
+    stopped), judged in ``sandbox`` (``session.Sandbox``). A failure of the grader's own (the
+    sandbox would not start, the judging raised) is tried once more in a new sandbox."""
+    from .session import judge_in
     limits = limits or Limits()
     # the learner's process stops itself after ``timeout`` seconds of its own computing; the
-    # wall limit is the backstop for the job (the judge's work comes on top)
+    # wall limit is the backstop (the judge's work comes on top)
     limits = Limits(**{**limits.__dict__, "wall": JUDGE_SHARE * timeout + STARTUP})
-    shown = []
+    specs = specs_to_judge(workspace, exercise, together)
+    shown, began = [], time.monotonic()
 
-    def waiting(elapsed):
-        progress = os.path.join(scratch, "progress.txt")
-        if say is not None and elapsed > SHOW_PROGRESS_AFTER and os.path.exists(progress):
-            with open(progress, encoding="utf-8", errors="replace") as f:
-                stage = f.read().strip()[:200]
-            if stage and stage not in shown[-1:]:
-                say(f"  {exercise.label}: {stage} ...")
-                shown.append(stage)
-    job = {"workspace": workspace.directory, "exercise": exercise.name, "together": together,
-           "timeout": timeout, "scratch": scratch, "limits": dict(limits.__dict__)}
-    own = judge is None
-    judge = judge or Judge(root)
-    try:
-        reply = judge.judge(job, limits.wall, on_wait=waiting)
-    finally:
-        if own:
-            judge.close()
-    if reply.get("judge_failed"):
-        return None, "judge failed", reply["judge_failed"].splitlines(), None
-    code = reply["code"]
-    stopped = _read_stack(os.path.join(scratch, "learner", "stack.txt"), workspace.directory) \
-        if code in ("timeout", 1) else None
-    if stopped is not None:
-        code = "timeout"
+    def progress(stage):
+        if say is not None and time.monotonic() - began > SHOW_PROGRESS_AFTER and stage not in shown[-1:]:
+            say(f"  {exercise.label}: {stage[:200]} ...")
+            shown.append(stage)
+    failure = ""
+    for _ in range(2):
+        try:
+            reply = judge_in(sandbox, exercise, specs, timeout, limits, progress)
+            break
+        except Exception:                     # noqa: BLE001 - npformer's failure, said as such
+            import traceback
+            failure = traceback.format_exc()[-2000:] + sandbox.tail()[-2000:]
+            sandbox.close()                   # a new sandbox for the second try
+    else:
+        return None, "judge failed", failure.splitlines(), None
     printed = reply["output"].splitlines()
     if reply.get("dropped"):
         printed.append(f"... {reply['dropped']:,} more bytes")
-    result = reply["result"]
-    if result is not None and not (isinstance(result, dict) and isinstance(result.get("checks"), list)):
-        result = None
-    return result, code, printed, stopped
+    return reply["result"], reply["code"], printed, reply["stopped"]
 
 
 def choose(workspace, names):
@@ -228,14 +211,15 @@ def choose(workspace, names):
     return sorted(set(chosen), key=lambda e: e.number)
 
 
-def grade(directory, names=(), timeout=120.0, out=print, show_output=False, say=None, limits=None,
-          course=None, judge=None):
-    """Grade the workspace in ``directory`` (all its exercises, or ``names``); print each report,
-    a progress table and what to do next through ``out``; return the list of ``Outcome``.
-    ``say`` (default: stderr) receives the progress of stages that take a while; ``limits``
-    (``sandbox.Limits``) bound each graded process; ``course`` (``course.Course``, the
-    teacher's) gives the exercise list instead of the workspace's own marker file; ``judge``
-    (``judges.Judge``, a class's) judges them, else one started for this workspace."""
+def grade(directory, names=(), timeout=DEFAULT_TIMEOUT, out=print, show_output=False, say=None, limits=None,
+          course=None, build=None, isolation=None):
+    """Grade the workspace in ``directory`` (all its exercises, or ``names``); print the isolation
+    in force, each report, a progress table and what to do next through ``out``; return the list
+    of ``Outcome``. ``say`` (default: stderr) receives the progress of stages that take a while;
+    ``limits`` (``sandbox.Limits``) bound each learner's process; ``course`` (``course.Course``,
+    the teacher's) gives the exercise list instead of the workspace's own marker file;
+    ``build`` (a class's: ``grading_build.write_build``) is the hand-out build to grade against,
+    else one is written for this call; ``isolation`` (``sandbox.detect()``'s by default) the walls."""
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
     workspace = load_workspace(directory)
@@ -244,7 +228,10 @@ def grade(directory, names=(), timeout=120.0, out=print, show_output=False, say=
         workspace, notes = course.applied_to(workspace)
     selected = choose(workspace, names)
     require_hypothesis("npformer grade")     # before any exercise runs: its absence is no learner's fault
-    say = say or (lambda text: print(text, file=sys.stderr, flush=True))
+    say = say or (lambda text: print(shown(text), file=sys.stderr, flush=True))
+    out = _shown_through(out)
+    isolation = isolation or detect()
+    out(isolation.line())
     if workspace.version != __version__:
         out(f"note: this workspace was written by npformer {workspace.version}; grading with {__version__}")
     for note in notes:
@@ -252,23 +239,32 @@ def grade(directory, names=(), timeout=120.0, out=print, show_output=False, say=
     learner = read_learner(workspace)
     needed = _with_prerequisites(selected, workspace)
     outcomes = {}
-    with tempfile.TemporaryDirectory(prefix="npformer-grade-") as root:
-        own = judge is None
-        judge = judge or Judge(root)
-        try:
-            for exercise in needed:
-                outcome = _grade_one(root, learner, exercise, list(outcomes.values()), timeout, show_output,
-                                     say, limits, judge)
-                outcomes[exercise.name] = outcome
-                if exercise in selected:
-                    out(format_outcome(outcome))
-        finally:
-            if own:
-                judge.close()
-    shown = [outcomes[e.name] for e in selected]
-    out(progress_table(shown, workspace.forward))
-    out(next_step(shown))
-    return shown
+    with _build(build) as where, Sandbox(workspace.directory, where, isolation, limits) as sandbox:
+        for exercise in needed:
+            outcome = _grade_one(sandbox, learner, exercise, list(outcomes.values()), timeout, show_output,
+                                 say, limits)
+            outcomes[exercise.name] = outcome
+            if exercise in selected:
+                out(format_outcome(outcome))
+    chosen = [outcomes[e.name] for e in selected]
+    out(progress_table(chosen, workspace.forward))
+    out(next_step(chosen))
+    return chosen
+
+
+def _shown_through(out):
+    """``out`` with every text made safe to show first (``safe_text.shown``)."""
+    return lambda text: out(shown(text))
+
+
+@contextlib.contextmanager
+def _build(build):
+    """The hand-out build to grade against: ``build``, or one written for the ``with`` block."""
+    if build is not None:
+        yield build
+        return
+    with tempfile.TemporaryDirectory(prefix="npformer-build-") as root:
+        yield write_build(os.path.join(root, "build"))
 
 
 def _with_prerequisites(selected, workspace):
@@ -279,7 +275,7 @@ def _with_prerequisites(selected, workspace):
     return [e for e in workspace.exercises if e.name in names]
 
 
-def _grade_one(root, learner, exercise, before, timeout, show_output, say, limits=None, judge=None):
+def _grade_one(sandbox, learner, exercise, before, timeout, show_output, say, limits=None):
     outcome = static_outcome(exercise, learner)
     if outcome is not None:
         return outcome
@@ -288,7 +284,7 @@ def _grade_one(root, learner, exercise, before, timeout, show_output, say, limit
         waiting = blocked_by(exercise, before)
         if waiting:
             return Outcome(exercise, "blocked", [waiting])
-    ran = run_exercise(root, learner.workspace, exercise, timeout, together, say, limits, judge)
+    ran = run_exercise(sandbox, learner.workspace, exercise, timeout, together, say, limits)
     if ran[1] == "judge failed":        # npformer's failure, not the learner's: said so, not counted
         return Outcome(exercise, "not graded", ["the grader itself failed here, twice (not your code): "
                                                 "grade this exercise again"] + ran[2][:20])
@@ -296,6 +292,8 @@ def _grade_one(root, learner, exercise, before, timeout, show_output, say, limit
     first = (_named_function(exercise, ran[0]) or _failing_function(exercise, ran[0])
              or _first_stub(exercise, learner))
     entries = (ran[0]["checks"] + ran[0]["claims"]) if ran[0] else []
-    cheated = bool(ran[0] and (ran[0].get("refused") or ran[0].get("engine_changed")))
+    cheated = bool(ran[0] and ran[0].get("refused"))
     passed = 0 if cheated else sum(bool(e.get("ok")) for e in entries)
-    return Outcome(exercise, status, lines, output=ran[2], first=first, passed=passed, total=len(entries))
+    named = [e["mistake"]["name"] for e in entries if not e.get("ok") and e.get("mistake")]
+    return Outcome(exercise, status, lines, output=ran[2], first=first, passed=passed, total=len(entries),
+                   mistake=named[0] if named else "")

@@ -9,6 +9,8 @@ models (``claims``), the grader's own.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..testing import engine
@@ -16,8 +18,14 @@ from ..testing.engine import Subject, describe_error, patched, same_error
 from . import claims
 
 EXAMPLES = 40                    # drawn inputs per component (and per search for a failing one)
+EXAMPLES_VARIABLE = "NPFORMER_GRADE_EXAMPLES"    # the teacher's number instead, read at each grading
 SEED = 0
 EXTRA_SEEDS = (101, 202)         # exercises judged on fixed cases alone: each case again, other numbers
+
+
+def examples():
+    """Drawn inputs per component: ``NPFORMER_GRADE_EXAMPLES`` when set, else ``EXAMPLES``."""
+    return int(os.environ.get(EXAMPLES_VARIABLE) or EXAMPLES)
 
 
 class PatchedSubject(Subject):
@@ -59,7 +67,7 @@ def _subject(name, patches):
 def judge_component(name, patches, candidates):
     """[CheckResult] of one component on drawn inputs, each failure at its smallest example."""
     judged = engine.judge_functions(lambda n: _subject(n, patches), patches, components=[name],
-                                    mistakes=candidates, examples=EXAMPLES, seed=SEED)
+                                    mistakes=candidates, examples=examples(), seed=SEED)
     return [check for _, check in judged.drawn]
 
 
@@ -80,7 +88,7 @@ def _case_entry(case, size, verdict):
         "error": describe_error(error) if error is not None else None}
 
 
-def _run_claim(check, patches):
+def run_claim(check, patches):
     """(ok, detail, error) of one claim with ``patches`` in place; ``error``: the exception the
     code raised, if it did."""
     import npformer
@@ -101,7 +109,7 @@ class _ClaimFailure:
 
     def __init__(self, entry, check, error, candidates):
         self.entry = entry
-        self.matches = [m for m, wrong in candidates if self._same(_run_claim(check, wrong), error)]
+        self.matches = [m for m, wrong in candidates if self._same(run_claim(check, wrong), error)]
         self.mistake = self.matches[0] if self.matches else None
 
     def _same(self, outcome, error):
@@ -115,8 +123,8 @@ def _claims(exercise, patches, progress, candidates):
     """[entry] of the exercise's claims, and the failures among them for ``settle``."""
     entries, failures = [], []
     for text, check in claims.of(exercise.name):
-        _say(progress, text)
-        ok, detail, error = _run_claim(check, patches)
+        progress(text)
+        ok, detail, error = run_claim(check, patches)
         entry = {"claim": text, "ok": ok, "detail": detail}
         if not ok:
             failures.append(_ClaimFailure(entry, check, error, candidates))
@@ -126,12 +134,14 @@ def _claims(exercise, patches, progress, candidates):
 
 def judge_exercise(exercise, patches, progress=None):
     """{"exercise", "checks": [...], "claims": [...]} of one exercise with ``patches`` in place
-    (the training task's: every component the learner wrote)."""
+    (the training task's: every component the learner wrote); ``progress(text)`` hears each
+    stage as it begins."""
+    progress = progress or (lambda text: None)
     candidates = engine.candidates(exercise.paths(forward=True))
     judged = engine.judge_functions(
         lambda name: _subject(name, patches), patches, exercise.components, exercise.checks,
-        candidates, EXAMPLES, SEED, extra_seeds=EXTRA_SEEDS if not exercise.components else (),
-        progress=lambda text: _say(progress, text))     # without drawn inputs, more numbers per case
+        candidates, examples(), SEED, extra_seeds=EXTRA_SEEDS if not exercise.components else (),
+        progress=progress)     # without drawn inputs, more numbers per case
     claim_entries, claim_failures = _claims(exercise, patches, progress, candidates)
     # several mistakes may fit one check: name the one that fits them all
     engine.settle(judged.failures() + claim_failures)
@@ -140,10 +150,3 @@ def judge_exercise(exercise, patches, progress=None):
     checks = [_component_entry(name, check) for name, check in judged.drawn]
     checks += [_case_entry(case, size, verdict) for case, size, verdict in judged.fixed]
     return {"exercise": exercise.name, "checks": checks, "claims": claim_entries, "error": None}
-
-
-def _say(path, text):
-    """The stage now running, for the grader's progress line."""
-    if path:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)

@@ -1,31 +1,32 @@
 """The judge's side of the learner's process: a subject and patches that compute over a pipe.
 
-The judge (``runner``) never imports the learner's files. It starts ``worker`` and holds a
-``Learner``: ``learner.subject(component)`` is a ``Subject`` whose ``result``, ``output`` and
-``gradients`` send the example's arrays to the worker and get arrays back, and
-``learner.evaluate(build, upstream, repeat)`` answers ``problem.evaluate`` for a fixed case the
-worker rebuilds from its name, size and seed. Everything else of the verdict (drawing and
-shrinking inputs, npformer's reference, comparing, the catalogued mistakes, the properties)
-runs here, on what came back.
+The judge (``session``) never imports the learner's files. It starts a learner's process
+(``learner_process``, in the submission's sandbox) and holds a ``Learner``:
+``learner.subject(component)`` is a ``Subject`` whose ``result``, ``output`` and ``gradients``
+send the example's arrays to that process and get arrays back, and ``learner.evaluate(build,
+upstream, repeat)`` answers ``problem.evaluate`` for a fixed case it rebuilds from its name, size
+and seed. Everything else of the verdict (drawing and shrinking inputs, npformer's reference,
+comparing, the catalogued mistakes, the properties) runs here, on what came back.
 
 Where each verdict is computed:
 
 - components on drawn inputs, their properties and the fixed cases: here, from arrays;
 - a claim made of two halves (``check.compute`` and ``check.judge``: training the reverse
-  task) computes in the worker and is judged here (the held-out answers are counted here);
+  task) computes in the learner's process and is judged here (the held-out answers are counted
+  here);
 - a claim whose test is a condition of its own (a gradient that must be None, a call that must
-  raise) is in two halves too: the worker reports the facts (what was returned, or the builtin
-  type and text of what was raised) and its ``judge`` decides here;
+  raise) is in two halves too: the learner's process reports the facts (what was returned, or
+  the builtin type and text of what was raised) and its ``judge`` decides here;
 - every other claim (whole-model facts: a program over many calls of the learner's code) runs
-  in the worker, which sends back the arrays of its assertions (``asserted``); here each
-  assertion is made again, and they must be the ones npformer's own code makes (kinds, names,
-  shapes, in order), so a pass or a failure is decided here (the worker's own "ok" is not
-  read). The inputs of those arrays were made in the worker, by the claim's program. A failing
-  claim is matched with the catalogue here. ``result["computed"]`` records where each verdict
-  was made: here, for every claim.
+  in the learner's process, which sends back the arrays of its assertions (``asserted``); here
+  each assertion is made again, and they must be the ones npformer's own code makes (kinds,
+  names, shapes, in order), so a pass or a failure is decided here (that process's own "ok" is
+  not read). A failing claim is matched with the catalogue here. ``result["computed"]``
+  records where each verdict was made: here, for every claim.
 
-What the worker sends is checked as it is read: its frames (``wire``), then the shape of each
-answer; anything else is a ``Stopped`` of its own ("your code wrote to the grader's channel").
+What the learner's process sends is checked as it is read: its messages (``channel``), then the
+shape of each answer; anything else is a ``Stopped`` of its own ("your code wrote a result of its
+own to the grader's channel"), the learner's failure.
 """
 from __future__ import annotations
 
@@ -36,11 +37,11 @@ import numpy as np
 from ..testing.components import find
 from ..testing.problem import Result
 from ..testing.subject import Subject
-from . import asserted, claims, wire
+from . import asserted, channel, claims
 
 
 class Stopped(BaseException):
-    """The judging ends here: a refusal in the learner's process, or a channel that is not ours.
+    """The judging ends here: the learner's process wrote what is not a message of ours.
     Not an ``Exception``: it goes past the engine's handlers. ``reason``: a line for the report."""
 
     def __init__(self, reason=None):
@@ -58,7 +59,7 @@ CHANNEL = "your code wrote a result of its own to the grader's channel"
 
 def _array(value):
     if not isinstance(value, np.ndarray):
-        raise wire.ChannelError("an answer that is not an array")
+        raise channel.ChannelError("an answer that is not an array")
     return value
 
 
@@ -74,69 +75,75 @@ def _arrays_or_tuple(value):
 
 def _named_arrays(value):
     if not isinstance(value, dict):
-        raise wire.ChannelError("an answer that is not a table of arrays")
+        raise channel.ChannelError("an answer that is not a table of arrays")
     return {str(k): _arrays_or_tuple(v) for k, v in value.items()}
 
 
 def _text(value):
     if value is not None and not isinstance(value, str):
-        raise wire.ChannelError("an answer whose text is not text")
+        raise channel.ChannelError("an answer whose text is not text")
     return value
 
 
 class Learner:
-    """The learner's process, seen from the judge: requests out on ``to_worker``, answers in on
-    ``from_worker`` (file descriptors)."""
+    """The learner's process, seen from the judge: requests out on ``to_learner``, answers in on
+    ``from_learner`` (file descriptors)."""
 
-    def __init__(self, exercise, to_worker, from_worker):
-        self.exercise, self.to_worker, self.from_worker = exercise, to_worker, from_worker
-        self.refused, self.stopped, self.finished = [], None, None
+    def __init__(self, exercise, to_learner, from_learner):
+        self.exercise, self.to_learner, self.from_learner = exercise, to_learner, from_learner
+        self.stopped, self.finished = None, None
         self.sites, self._structures = {}, {}      # claim text -> where its verdict was made
         self.requests = 0
 
     # -- the channel ----------------------------------------------------------------------------
     def read(self):
-        """The next answer (refusals taken note of); Stopped for a frame that is not ours."""
+        """The next answer; Stopped for a message that is not ours, Gone at the pipe's end."""
         try:
-            answer = wire.receive(self.from_worker)
-        except wire.ChannelError:
+            answer = channel.receive(self.from_learner)
+        except channel.ChannelError:
             self.stopped = self.stopped or CHANNEL
             raise Stopped(CHANNEL) from None
         if answer is None:
             raise Gone()
-        if not isinstance(answer, dict) or not isinstance(answer.get("refused", []), list):
+        if not isinstance(answer, dict):
             self.stopped = self.stopped or CHANNEL
             raise Stopped(CHANNEL)
-        self.refused += [str(line) for line in answer.get("refused", [])]
         if answer.get("finished"):
             self.finished = answer
         return answer
 
     def ask(self, op, **fields):
-        """The worker's answer to one request; Stopped when it refused or the channel broke."""
+        """The learner's process's answer to one request; Stopped when the channel broke."""
         if self.stopped:
             raise Stopped(self.stopped)
         self.requests += 1
         try:
-            wire.send(self.to_worker, {"op": op, **fields})
+            channel.send(self.to_learner, {"op": op, **fields})
         except (BrokenPipeError, OSError):
             raise Gone() from None
         answer = self.read()
-        if answer.get("stopped") or answer.get("finished"):
-            self.stopped = "refused"
-            raise Stopped(None)
+        if answer.get("finished"):
+            self.stopped = CHANNEL
+            raise Stopped(CHANNEL)
         return answer
 
+    def setup(self, message):
+        """Send the learner's process what it is to run (its first message)."""
+        try:
+            channel.send(self.to_learner, message)
+        except (BrokenPipeError, OSError):
+            raise Gone() from None
+
     def hello(self):
-        """The worker's first words: {"ok": True}, or why it cannot serve (its file does not run,
-        a refusal while loading it)."""
+        """The learner's process's first words: {"ok": True}, or why it cannot serve (its file
+        does not run)."""
         return self.read()
 
     def finish(self):
-        """{"engine_changed": [...], ...}: the worker's last words (None when it is gone)."""
+        """The learner's process's last words (None when it is gone or garbled them)."""
         if self.finished is None:
             try:
-                wire.send(self.to_worker, {"op": "finish"})
+                channel.send(self.to_learner, {"op": "finish"})
             except OSError:
                 pass
             try:
@@ -147,8 +154,8 @@ class Learner:
         return self.finished
 
     def close(self):
-        """Close this side's ends of the two pipes (a judge judges many exercises)."""
-        for fd in (self.to_worker, self.from_worker):
+        """Close this side's ends of the two pipes."""
+        for fd in (self.to_learner, self.from_learner):
             try:
                 os.close(fd)
             except OSError:
@@ -167,15 +174,15 @@ class Learner:
                           upstream=None if upstream is None else np.asarray(upstream, np.float64),
                           repeat=int(repeat))
         if "failed" in answer:
-            return Result(error=wire.rebuilt(answer["failed"]))
+            return Result(error=channel.rebuilt(answer["failed"]))
         try:
             error = answer.get("error")
             return Result(outputs=_named_arrays(answer["outputs"]), grads=_named_arrays(answer["grads"]),
-                          error=None if error is None else wire.rebuilt(error),
+                          error=None if error is None else channel.rebuilt(error),
                           upstream=_maybe_array(answer.get("upstream")),
                           params=tuple(str(p) for p in answer.get("params") or ()),
                           protocol=_text(answer.get("protocol")))
-        except (KeyError, wire.ChannelError):
+        except (KeyError, channel.ChannelError):
             self.stopped = CHANNEL
             raise Stopped(CHANNEL) from None
 
@@ -184,12 +191,12 @@ class Learner:
         index = next(i for i, (_, c) in enumerate(claims.of(self.exercise.name)) if c is check)
         answer = self.ask("claim", index=index)
         if "failed" in answer:
-            error = wire.rebuilt(answer["failed"])
+            error = channel.rebuilt(answer["failed"])
             return False, f"your code raised {error.described}", error
         if getattr(check, "judge", None) is not None:         # the verdict is made here
             self.sites[claims.of(self.exercise.name)[index][0]] = "judge"
             if answer.get("error") is not None:
-                error = wire.rebuilt(answer["error"])
+                error = channel.rebuilt(answer["error"])
                 return False, f"your code raised {error.described}", error
             computed = answer.get("computed")
             try:
@@ -198,11 +205,11 @@ class Learner:
                 return False, str(failure), None
         try:
             if not isinstance(answer["ok"], bool) or not asserted.valid(answer.get("asserted")):
-                raise wire.ChannelError("a claim's verdict that is not a bool, or assertions not of arrays")
+                raise channel.ChannelError("a claim's verdict that is not a bool, or assertions not of arrays")
             error = answer.get("error")
             ok, detail, error = answer["ok"], _text(answer.get("detail")), None if error is None else \
-                wire.rebuilt(error)
-        except (KeyError, wire.ChannelError):
+                channel.rebuilt(error)
+        except (KeyError, channel.ChannelError):
             self.stopped = CHANNEL
             raise Stopped(CHANNEL) from None
         self.sites[claims.of(self.exercise.name)[index][0]] = "judge"
@@ -218,11 +225,11 @@ class Learner:
     def structure(self, check):
         """``asserted.structure`` of the claim run here with npformer's own code ([] when it
         makes no assertion of arrays, or cannot run: then no verdict of done)."""
-        from .judging import _run_claim
+        from .judging import run_claim
         if check not in self._structures:
             records = []
             with asserted.recording(check, records):
-                ok, _, _ = _run_claim(check, {})
+                ok, _, _ = run_claim(check, {})
             self._structures[check] = asserted.structure(records) if ok else []
         return self._structures[check]
 
@@ -239,7 +246,7 @@ class RemoteSubject(Subject):
     def _ask(self, op, **fields):
         answer = self.learner.ask(op, component=self.component.name, **fields)
         if "failed" in answer:
-            raise wire.rebuilt(answer["failed"])
+            raise channel.rebuilt(answer["failed"])
         return answer
 
     def result(self, example):
@@ -249,13 +256,13 @@ class RemoteSubject(Subject):
         answer = self.learner.ask("result", component=self.component.name, names=tuple(example.names),
                                   args=tuple(example.args), options=dict(example.options))
         if "failed" in answer:
-            return {}, wire.rebuilt(answer["failed"])
+            return {}, channel.rebuilt(answer["failed"])
         try:
             values = {k: _maybe_array(v) for k, v in _named_arrays(answer["values"]).items()}
             error = answer.get("error")
             self.protocol = _text(answer.get("protocol"))
-            return values, None if error is None else wire.rebuilt(error)
-        except (KeyError, wire.ChannelError):
+            return values, None if error is None else channel.rebuilt(error)
+        except (KeyError, channel.ChannelError):
             self.learner.stopped = CHANNEL
             raise Stopped(CHANNEL) from None
 
@@ -264,10 +271,10 @@ class RemoteSubject(Subject):
         answer = self._ask("output", args=tuple(args), options=dict(options))
         try:
             if "error" in answer:
-                error = wire.rebuilt(answer["error"])
+                error = channel.rebuilt(answer["error"])
             else:
                 return _arrays_or_tuple(answer["value"])
-        except (KeyError, wire.ChannelError):
+        except (KeyError, channel.ChannelError):
             self.learner.stopped = CHANNEL
             raise Stopped(CHANNEL) from None
         raise error
@@ -279,13 +286,13 @@ class RemoteSubject(Subject):
         answer = self._ask("gradients", args=tuple(args), options=dict(options), d_out=np.asarray(d_out))
         try:
             if "error" in answer:
-                error = wire.rebuilt(answer["error"])
+                error = channel.rebuilt(answer["error"])
             else:
                 value = _arrays_or_tuple(answer["value"])
                 if value is not None and not isinstance(value, tuple):
-                    raise wire.ChannelError("gradients that are not a tuple")
+                    raise channel.ChannelError("gradients that are not a tuple")
                 return value
-        except (KeyError, wire.ChannelError):
+        except (KeyError, channel.ChannelError):
             self.learner.stopped = CHANNEL
             raise Stopped(CHANNEL) from None
         raise error
