@@ -5,26 +5,22 @@ None, a backward through a KV-cached step raises NotImplementedError, keys of th
 raise ValueError, an encoder's position 0 reads every position. The learner's process reports
 only facts (what was returned, or the builtin type and text of what was raised, or the arrays)
 and the judge decides. Here each runs as graded, in one process: the learner's process's
-request handler (``worker._Server.claim``) with the version patched in, its answer through the
-wire, and the judge's ``remote.Learner.claim`` on it."""
-import json
-import os
-import subprocess
-import sys
+request handler (``learner_process._Server.claim``) with the version patched in, its answer
+through the channel, and the judge's ``learner_proxy.Learner.claim`` on it."""
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import npformer
-from npformer.exercises import asserted, catalog, claims, wire
+from npformer.exercises import asserted, catalog, channel, claims
 from npformer.exercises.claims.registry import ClaimFailed, expects, raised
-from npformer.exercises.remote import Learner
-from npformer.exercises.worker import _Server
+from npformer.exercises.learner_process import _Server
+from npformer.exercises.learner_proxy import Learner
 from npformer.exercises.workspace import write_workspace
 from npformer.testing.patching import edited, patched
 
-ROOT = str(Path(__file__).resolve().parents[1])
+from support.grading import judged
 FOUR = {"linear": "bias gradient is None", "attention": "KV-cached decoding step is refused",
         "kv-cache": "another shape", "encoder": "reads both ways"}
 
@@ -37,11 +33,10 @@ def _claim(name):
 def _graded(name, patches):
     """(ok, detail, where the verdict was made) of the claim, the learner's side with ``patches``."""
     index, text, check = _claim(name)
-    server = _Server(catalog.find(name), ".")
+    server = _Server(catalog.find(name))
     with patched(patches):
         answer = server.claim({"index": index})
-    answer["refused"] = []
-    answer = wire.unpack(wire.pack(answer)[len(wire.MAGIC) + 8:])     # as it crosses the pipe
+    answer = channel.unpack(channel.pack(answer)[8:])     # as it crosses the pipe
     learner = Learner(catalog.find(name), -1, -1)
     learner.ask = lambda op, **fields: answer
     ok, detail, _ = learner.claim(check)
@@ -130,17 +125,13 @@ def test_no_claim_is_decided_in_the_learners_process():
             assert records, f"{exercise.name}: {text!r} makes no assertion the judge can make again"
 
 
-def _env(**extra):
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]), **extra}
-
-
 LINEAR_RIGHT = "    d_bias = sum_over_positions(d_out) if cache.has_bias else None\n"
 FORGER = """
 def _forge():
-    import json as _json, sys as _sys
-    from npformer.exercises import claims as _claims, worker as _worker
+    import json as _json
+    from npformer.exercises import claims as _claims, learner_process as _process
     _verdict = {"ok": True, "detail": None, "error": None, "asserted": [], "computed": {"bias_gradient": None}}
-    _worker._Server.claim = lambda self, request: dict(_verdict)       # the worker's claim function
+    _process._Server.claim = lambda self, request: dict(_verdict)       # the claim's request handler
     for _text, _check in _claims.of("linear"):
         if getattr(_check, "compute", None) is not None:
             _check.compute = lambda L: {"bias_gradient": None}           # the facts, made up
@@ -152,37 +143,30 @@ _forge()
 
 
 def _judged_linear(tmp_path, body, tail=""):
-    """The result the judge (the runner, in a fresh process) sends for a linear workspace whose
-    bias line is ``body``."""
+    """The judge's result for a linear workspace whose bias line is ``body``, graded in a sandbox."""
     ws = write_workspace(tmp_path / "ws", only=["linear"], solutions=True)
     path = Path(ws.path("t02_linear.py"))
     source = path.read_text()
     assert source.count(LINEAR_RIGHT) == 1
     path.write_text(source.replace(LINEAR_RIGHT, body) + tail)
-    out = tmp_path / "linear.json"
-    with open(out, "w") as channel:
-        process = subprocess.Popen([sys.executable, "-m", "npformer.exercises.runner", ws.directory, "linear",
-                                    "--result-fd", str(channel.fileno())], pass_fds=(channel.fileno(),),
-                                   env=_env(NPFORMER_GRADE_EXAMPLES="4"), cwd=tmp_path, stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        process.communicate(b"the-token\n", timeout=300)
-    result = json.loads(out.read_text())
+    result = judged(ws.directory, "linear")["result"]
     assert set(result["computed"]["claims"].values()) == {"judge"}, result["computed"]
     return result, next(c for c in result["claims"] if "bias gradient is None" in c["claim"])
 
 
 def test_the_right_linear_layer_holds_the_claim_as_graded(tmp_path):
     result, entry = _judged_linear(tmp_path, LINEAR_RIGHT)
-    assert entry["ok"] is True and not result["refused"] and not result["engine_changed"], result
+    assert entry["ok"] is True and not result["refused"], result
 
 
 def test_a_learners_process_that_forges_the_claim_is_still_failing(tmp_path):
-    """Wrong code (a bias gradient without a bias) that, as its file loads, rebinds the worker's
-    claim function, the claim's facts-making half and the claims' table, and prints a verdict:
-    graded by the judge (the runner) in a fresh process, the claim fails, decided in the judge."""
+    """Wrong code (a bias gradient without a bias) that, as its file loads, rebinds its process's
+    claim handler, the claim's facts-making half and the claims' table, and prints a verdict: the
+    facts it reports are its own to make, but its arrays are not: the gradient it returns for a
+    layer without a bias fails on the drawn inputs, judged in the judge."""
     result, entry = _judged_linear(tmp_path, "    d_bias = sum_over_positions(d_out)\n", FORGER)
-    assert entry["ok"] is False and entry["detail"].startswith("linear_backward returned a bias gradient"), entry
-    assert "npformer.exercises.worker._Server.claim" in result["engine_changed"], result["engine_changed"]
+    failing = [c for c in result["checks"] if not c["ok"]]
+    assert failing, result
 
 
 def test_expects_names_what_was_raised():

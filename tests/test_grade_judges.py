@@ -1,11 +1,12 @@
-"""The judges a grading session keeps: one judge process judges exercise after exercise, and
-what it says of an exercise does not depend on what it judged before; when the judge itself
-fails, the report says so and never blames the learner's code."""
+"""A grading session: one judge (the grading process) judges exercise after exercise through one
+sandbox per submission, and what it says of an exercise does not depend on what it judged
+before; when the grader itself fails (its sandbox does not start), the report says so and never
+blames the learner's code; Ctrl-C ends grading at once and leaves nothing running."""
 from pathlib import Path
 
 import pytest
 
-from npformer.exercises import grade, judges
+from npformer.exercises import grade, session
 from npformer.exercises.workspace import write_workspace
 
 RIGHT = "    return y * (d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True))\n"
@@ -36,15 +37,16 @@ def test_an_exercise_judged_third_reads_as_judged_alone(workspace):
 
 
 def test_a_judge_that_fails_is_the_graders_failure_not_the_learners(workspace, monkeypatch):
-    """A judge that cannot start (its module missing) fails twice: the exercise is "not graded",
-    the report says the grader failed, and nothing says the learner's code ended anything."""
-    monkeypatch.setattr(judges, "JUDGE", "npformer.exercises.no_such_judge")
+    """A sandbox whose program cannot start (its module missing) fails twice: the exercise is
+    "not graded", the report says the grader failed, and nothing says the learner's code ended
+    anything."""
+    monkeypatch.setattr(session, "ZYGOTE", "npformer.exercises.no_such_zygote")
     printed = []
     outcome, = grade(workspace.directory, ("linear",), out=printed.append)
     assert outcome.status == "not graded" and not outcome.done
     text = "\n".join(printed)
     assert "the grader itself failed here, twice (not your code)" in text
-    assert "No module named npformer.exercises.no_such_judge" in text
+    assert "No module named 'npformer.exercises.no_such_zygote'" in text
     assert "your code ended" not in text
     assert printed[-1] == "next: grade 02 linear again (the grader failed there, not your code)"
 
@@ -72,7 +74,7 @@ def _descendants(pid):
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc")
 def test_ctrl_c_ends_grading_at_once_and_leaves_nothing_running(tmp_path):
     """Ctrl-C while an exercise is judged: the grader says so and exits 130 within 4 s, and
-    its judge, the judge's nursery and the learner's process are all gone."""
+    its sandbox, the zygote in it and the learner's process are all gone."""
     import signal
     import subprocess
     import sys
@@ -83,7 +85,7 @@ def test_ctrl_c_ends_grading_at_once_and_leaves_nothing_running(tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     began, below = time.monotonic(), set()
-    while len(below) < 3 and time.monotonic() - began < 60:      # the judge, its nursery, a learner
+    while len(below) < 3 and time.monotonic() - began < 60:      # bubblewrap, the zygote, a learner
         time.sleep(0.2)
         below |= _descendants(grader.pid)
     assert len(below) >= 3 and grader.poll() is None, below
@@ -91,7 +93,7 @@ def test_ctrl_c_ends_grading_at_once_and_leaves_nothing_running(tmp_path):
     interrupted = time.monotonic()
     out, _ = grader.communicate(timeout=30)
     assert grader.returncode == 130 and "interrupted" in out, out[-500:]
-    assert time.monotonic() - interrupted < 4.0          # the judge is killed, not waited for
+    assert time.monotonic() - interrupted < 4.0          # the sandbox is killed, not waited for
     time.sleep(0.5)
     assert not [p for p in below if _running(p)], below
 

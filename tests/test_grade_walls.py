@@ -562,3 +562,53 @@ def test_without_walls_two_attacks_succeed(tmp_path):
     said = " ".join(" ".join(printed).split())
     assert "secret: SECRET-KEY-of-the-grading-user" in said
     assert "rewritten" in (root / "subs" / "honest" / "t03_softmax.py").read_text()
+
+
+def test_a_loop_without_end_is_stopped_where_it_was(tmp_path):
+    """The learner's own time (``--timeout``) ends an endless loop, and the report says where."""
+    from npformer.exercises.grader import grade
+    ws = write_workspace(tmp_path / "ws", only=["softmax"], solutions=True)
+    path = os.path.join(ws.directory, "t03_softmax.py")
+    source = open(path, encoding="utf-8").read()
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(source.replace(RIGHT, "    while True:\n        pass\n"))
+    outcome, = grade(ws.directory, timeout=3, out=lambda text: None, say=lambda text: None)
+    assert outcome.status == "failing"
+    assert outcome.lines[0].startswith("stopped after 3 s in softmax_backward (t03_softmax.py:"), outcome.lines
+
+
+GRADE_ENTRY = """
+import ctypes, sys
+import npformer.cli.grade as entry
+import npformer.exercises.gradebook as gradebook
+from npformer.exercises.course import Course
+libc = ctypes.CDLL(None, use_errno=True)
+seen = []
+def look(*args, **kwargs):          # where the first learner's process would start
+    seen.append(libc.prctl(3, 0, 0, 0, 0))      # PR_GET_DUMPABLE
+    return []
+entry.grade = gradebook.grade_class = look
+import npformer.exercises.course as course
+course.load_course = lambda path: None
+parser = __import__("argparse").ArgumentParser()
+entry.add_arguments(parser)
+before = libc.prctl(3, 0, 0, 0, 0)
+entry.run(parser.parse_args(sys.argv[1:]))
+print("dumpable:", before, *seen)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+@pytest.mark.parametrize("argv", [["ws"], ["submissions", "--course", "course.json", "--out", "book"]])
+def test_the_grading_parent_is_not_dumpable_before_a_learner_process_starts(argv, tmp_path):
+    """``npformer grade`` (one workspace, or a class) makes itself non-dumpable before it grades:
+    where there are no walls, a learner's process of the same user cannot ptrace it or read
+    /proc/PID/mem."""
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    ran = subprocess.run([sys.executable, "-c", GRADE_ENTRY, *argv], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    line = next(line for line in ran.stdout.splitlines() if line.startswith("dumpable:"))
+    assert line.split()[1:] == ["1", "0"], ran.stdout          # dumpable before, not once grading

@@ -1,7 +1,7 @@
 """``npformer exercises``: hand out a workspace of exercises cut from the plain track.
 
     npformer exercises DIR [--start NAME | --only NAMES] [--forward] [--hints TIER] [--solutions]
-                        [--course FILE [--points N]]
+                        [--course FILE [--points N] [--when-blocked POLICY]]
     npformer exercises --list
 """
 from __future__ import annotations
@@ -36,6 +36,10 @@ def add_arguments(parser):
                              "handed out) for `npformer grade SUBMISSIONS --course FILE`; keep it")
     parser.add_argument("--points", type=float, default=10.0,
                         help="points per exercise in the course file (default 10)")
+    parser.add_argument("--when-blocked", choices=("no-points", "npformer-code"), default="no-points",
+                        help="in the course file: what the training task earns while an exercise it "
+                             "builds on fails: no points (the default), or graded with npformer's own "
+                             "code in place of the failing exercises")
     parser.add_argument("--list", action="store_true", help="list the exercises and exit")
 
 
@@ -66,7 +70,8 @@ def run(args):
     if args.course:
         from ..exercises.course import write_course
         try:
-            write_course(args.course, workspace, args.points)
+            policy = {"no-points": "no points", "npformer-code": "graded with npformer's code"}[args.when_blocked]
+            write_course(args.course, workspace, args.points, policy)
         except ValueError as error:
             raise UsageError(str(error)) from None
         except OSError as error:

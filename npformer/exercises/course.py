@@ -21,6 +21,9 @@ from .workspace import MARKER
 KIND = "npformer course"
 FORMAT = 1
 READ_ONLY = (MARKER, "README.md")           # files a learner has no reason to change
+# what an exercise that another blocks earns (the training task, while one it builds on fails):
+# nothing and no grading (the default), or graded with npformer's own code for the failing ones
+WHEN_BLOCKED = ("no points", "graded with npformer's code")
 
 
 class CourseError(ValueError):
@@ -37,14 +40,16 @@ def sha256(path):
 
 @dataclass(frozen=True)
 class Course:
-    """The exercises (``catalog.Exercise``), their ``points``, the track (``forward``) and the
-    SHA-256 of each read-only file as handed out (``manifest``)."""
+    """The exercises (``catalog.Exercise``), their ``points``, the track (``forward``), the
+    SHA-256 of each read-only file as handed out (``manifest``) and what an exercise blocked by
+    another earns (``when_blocked``, one of ``WHEN_BLOCKED``)."""
 
     exercises: tuple
     points: dict
     forward: bool
     manifest: dict
     version: str = __version__
+    when_blocked: str = WHEN_BLOCKED[0]
 
     @property
     def total(self):
@@ -63,9 +68,11 @@ class Course:
         return dataclasses.replace(workspace, exercises=self.exercises, forward=self.forward), notes
 
 
-def write_course(path, workspace, points=10):
+def write_course(path, workspace, points=10, when_blocked=WHEN_BLOCKED[0]):
     """Write the course file of ``workspace`` (just handed out) to ``path``; ``points`` per
-    exercise (a number, or {name: points})."""
+    exercise (a number, or {name: points}); ``when_blocked``: see ``WHEN_BLOCKED``."""
+    if when_blocked not in WHEN_BLOCKED:
+        raise CourseError(f"when_blocked: expected one of {', '.join(map(repr, WHEN_BLOCKED))}, got {when_blocked!r}")
     given = points if isinstance(points, dict) else {e.name: points for e in workspace.exercises}
     for e in workspace.exercises:
         value = given.get(e.name)
@@ -73,6 +80,7 @@ def write_course(path, workspace, points=10):
             raise CourseError(f"points: expected a number >= 0 for {e.name}, got {value!r}")
     data = {"kind": KIND, "format": FORMAT, "npformer": __version__, "forward": workspace.forward,
             "exercises": [{"name": e.name, "points": given[e.name]} for e in workspace.exercises],
+            "when_blocked": when_blocked,
             "manifest": {name: sha256(os.path.join(workspace.directory, name)) for name in READ_ONLY}}
     write_json(os.fspath(path), data)
     return load_course(path)
@@ -92,6 +100,9 @@ def load_course(path):
         exercises = tuple(catalog.find(e["name"]) for e in data["exercises"])
         points = {e["name"]: float(e["points"]) for e in data["exercises"]}
         manifest = {str(k): v for k, v in data["manifest"].items()}
-        return Course(exercises, points, bool(data["forward"]), manifest, str(data["npformer"]))
+        when_blocked = data.get("when_blocked", WHEN_BLOCKED[0])
+        if when_blocked not in WHEN_BLOCKED:
+            raise ValueError(f"when_blocked is {when_blocked!r}, not one of {', '.join(map(repr, WHEN_BLOCKED))}")
+        return Course(exercises, points, bool(data["forward"]), manifest, str(data["npformer"]), when_blocked)
     except (KeyError, TypeError, ValueError) as error:
         raise CourseError(f"--course: {path} is damaged ({error})") from None

@@ -22,7 +22,6 @@ import io
 import multiprocessing
 import os
 import sys
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -30,7 +29,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from ..files.fileio import atomic_write, write_json
 from .grader import DEFAULT_TIMEOUT, grade
-from .grading_build import write_build
+from .grading_build import shared_build
 from .report import format_outcome
 from .safe_text import csv_cell, shown
 from .sandbox import detect
@@ -151,13 +150,11 @@ def grade_class(paths, course, out_dir, jobs=None, timeout=DEFAULT_TIMEOUT, limi
     found = submissions(paths)
     progress = progress or (lambda text: print(shown(text), file=sys.stderr, flush=True))
     results = {}
-    with tempfile.TemporaryDirectory(prefix="npformer-class-") as root:
-        build = write_build(os.path.join(root, "build"))
-        arguments = (course, timeout, limits, build, isolation)
-        lost = _graded_in_pool(found, min(jobs, len(found)), arguments, progress, results, len(found))
-        if lost:                              # once more, in a new pool: a job's process died
-            again = [(n, d) for n, d in found if n in lost]
-            lost = _graded_in_pool(again, min(jobs, len(again)), arguments, progress, results, len(found))
+    arguments = (course, timeout, limits, shared_build(), isolation)      # the build: written once
+    lost = _graded_in_pool(found, min(jobs, len(found)), arguments, progress, results, len(found))
+    if lost:                                  # once more, in a new pool: a job's process died
+        again = [(n, d) for n, d in found if n in lost]
+        lost = _graded_in_pool(again, min(jobs, len(again)), arguments, progress, results, len(found))
     for name in lost:
         results[name] = _not_graded(name, course, "its grading process died twice")
     books = [results[name] for name, _ in found]

@@ -10,17 +10,15 @@ once every exercise it uses is done.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 
 from .. import __version__
 from ..testing.needs import require_hypothesis
 from . import catalog
-from .grading_build import write_build
+from .grading_build import shared_build
 from .learner_process import specs_to_judge
 from .report import describe_run, format_outcome, next_step, progress_table
 from .safe_text import shown
@@ -166,16 +164,17 @@ def blocked_by(exercise, outcomes):
     return "blocked by " + ", ".join(f"{o.exercise.label} ({o.status})" for o in waiting)
 
 
-def run_exercise(sandbox, workspace, exercise, timeout, together=False, say=None, limits=None):
+def run_exercise(sandbox, workspace, exercise, timeout, together=False, say=None, limits=None, specs=None):
     """(result dict or None, exit code or "timeout" or "judge failed", printed lines, where it
-    stopped), judged in ``sandbox`` (``session.Sandbox``). A failure of the grader's own (the
-    sandbox would not start, the judging raised) is tried once more in a new sandbox."""
+    stopped), judged in ``sandbox`` (``session.Sandbox``) with the learner's ``specs`` (all the
+    exercise's, or the training task's, by default). A failure of the grader's own (the sandbox
+    would not start, the judging raised) is tried once more in a new sandbox."""
     from .session import judge_in
     limits = limits or Limits()
     # the learner's process stops itself after ``timeout`` seconds of its own computing; the
     # wall limit is the backstop (the judge's work comes on top)
     limits = Limits(**{**limits.__dict__, "wall": JUDGE_SHARE * timeout + STARTUP})
-    specs = specs_to_judge(workspace, exercise, together)
+    specs = specs_to_judge(workspace, exercise, together) if specs is None else specs
     shown, began = [], time.monotonic()
 
     def progress(stage):
@@ -218,8 +217,8 @@ def grade(directory, names=(), timeout=DEFAULT_TIMEOUT, out=print, show_output=F
     of ``Outcome``. ``say`` (default: stderr) receives the progress of stages that take a while;
     ``limits`` (``sandbox.Limits``) bound each learner's process; ``course`` (``course.Course``,
     the teacher's) gives the exercise list instead of the workspace's own marker file;
-    ``build`` (a class's: ``grading_build.write_build``) is the hand-out build to grade against,
-    else one is written for this call; ``isolation`` (``sandbox.detect()``'s by default) the walls."""
+    ``build`` is the hand-out build to grade against (``grading_build``; this process's own by
+    default); ``isolation`` (``sandbox.detect()``'s by default) the walls."""
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
     workspace = load_workspace(directory)
@@ -239,10 +238,11 @@ def grade(directory, names=(), timeout=DEFAULT_TIMEOUT, out=print, show_output=F
     learner = read_learner(workspace)
     needed = _with_prerequisites(selected, workspace)
     outcomes = {}
-    with _build(build) as where, Sandbox(workspace.directory, where, isolation, limits) as sandbox:
+    substitute = course is not None and course.when_blocked != "no points"
+    with Sandbox(workspace.directory, build or shared_build(), isolation, limits) as sandbox:
         for exercise in needed:
             outcome = _grade_one(sandbox, learner, exercise, list(outcomes.values()), timeout, show_output,
-                                 say, limits)
+                                 say, limits, substitute)
             outcomes[exercise.name] = outcome
             if exercise in selected:
                 out(format_outcome(outcome))
@@ -257,16 +257,6 @@ def _shown_through(out):
     return lambda text: out(shown(text))
 
 
-@contextlib.contextmanager
-def _build(build):
-    """The hand-out build to grade against: ``build``, or one written for the ``with`` block."""
-    if build is not None:
-        yield build
-        return
-    with tempfile.TemporaryDirectory(prefix="npformer-build-") as root:
-        yield write_build(os.path.join(root, "build"))
-
-
 def _with_prerequisites(selected, workspace):
     """``selected`` and, for the training task, the exercises it builds on (graded first)."""
     names = {e.name for e in selected}
@@ -275,20 +265,27 @@ def _with_prerequisites(selected, workspace):
     return [e for e in workspace.exercises if e.name in names]
 
 
-def _grade_one(sandbox, learner, exercise, before, timeout, show_output, say, limits=None):
+def _grade_one(sandbox, learner, exercise, before, timeout, show_output, say, limits=None, substitute=False):
     outcome = static_outcome(exercise, learner)
     if outcome is not None:
         return outcome
-    together = bool(exercise.builds_on)
+    together, specs, note = bool(exercise.builds_on), None, []
     if together:
         waiting = blocked_by(exercise, before)
-        if waiting:
+        if waiting and not substitute:
             return Outcome(exercise, "blocked", [waiting])
-    ran = run_exercise(sandbox, learner.workspace, exercise, timeout, together, say, limits)
+        if waiting:                       # the course's choice: npformer's code for the failing ones
+            failing = {o.exercise.name for o in before if o.exercise.name in exercise.builds_on and not o.done}
+            workspace = learner.workspace
+            specs = [s for e in workspace.exercises if e.name in set(exercise.builds_on) - failing
+                     for s in e.functions(workspace.forward)]
+            note = [f"graded with npformer's own code in place of {waiting[len('blocked by '):]}"]
+    ran = run_exercise(sandbox, learner.workspace, exercise, timeout, together, say, limits, specs)
     if ran[1] == "judge failed":        # npformer's failure, not the learner's: said so, not counted
         return Outcome(exercise, "not graded", ["the grader itself failed here, twice (not your code): "
                                                 "grade this exercise again"] + ran[2][:20])
     status, lines = describe_run(exercise, *ran, timeout, show_output)
+    lines = note + lines
     first = (_named_function(exercise, ran[0]) or _failing_function(exercise, ran[0])
              or _first_stub(exercise, learner))
     entries = (ran[0]["checks"] + ran[0]["claims"]) if ran[0] else []

@@ -79,6 +79,22 @@ def write_build(directory):
     return directory
 
 
+_SHARED = {}
+
+
+def shared_build():
+    """The hand-out build of this process, written when first asked for into a private
+    temporary folder and removed when the process that wrote it ends."""
+    if "path" not in _SHARED:
+        import atexit
+        import tempfile
+        root = tempfile.mkdtemp(prefix="npformer-build-")
+        owner = os.getpid()
+        atexit.register(lambda: os.getpid() == owner and shutil.rmtree(root, ignore_errors=True))
+        _SHARED["path"] = write_build(os.path.join(root, "build"))
+    return _SHARED["path"]
+
+
 # -- the dependencies of one exercise ------------------------------------------------------------
 _CODE = {}
 

@@ -94,8 +94,7 @@ class Isolation:
         """ "isolation: bubblewrap (user, pid, ...), seccomp (...)" or "isolation: none (...)"."""
         if self.bwrap is None:
             return f"isolation: none ({self.why_not}): the code runs as you, with limits only"
-        filtered = ("seccomp (no new processes, sockets, IPC, keyrings or tracing)" if self.seccomp
-                    else "no seccomp (pip install pyseccomp)")
+        filtered = "seccomp" if self.seccomp else "no seccomp (pip install pyseccomp)"
         return f"isolation: bubblewrap ({NAMESPACES}), {filtered}"
 
 

@@ -28,6 +28,7 @@ from . import catalog, grading_build, zygote
 from .sandbox import SUBMISSION_AT, CappedReader, command, detect, dies_with_parent, seccomp_file, \
     third_party, unwalled_command, unwalled_environment
 
+ZYGOTE = "npformer.exercises.zygote"    # the program the sandbox runs
 STARTUP = 60.0                     # seconds a zygote may take to import the build and say ready
 STACK_CAP = 64 * 1024
 
@@ -60,7 +61,7 @@ class Sandbox:
     def _start(self):
         preload()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        program = f"from npformer.exercises.zygote import main; main({theirs.fileno()}, {self.walled})"
+        program = f"from {ZYGOTE} import main; main({theirs.fileno()}, {self.walled})"
         self.log = tempfile.TemporaryFile()
         keep, env, cwd, rules = [theirs.fileno()], None, None, None
         if self.walled:
