@@ -233,3 +233,34 @@ def test_the_docker_recipe_installs_what_setup_sh_does_and_runs_without_network(
     assert [m for m in mounts if not m.endswith(":ro")] == ["$PWD/results:/autograder/results"], mounts
     assert "pip" not in run and "npformer-grader" in words
     assert "docker build -t npformer-grader npformer/exercises/gradescope" in block
+
+
+def test_without_bubblewrap_a_workspace_is_graded_and_a_class_is_refused_unless_the_teacher_says(tmp_path):
+    """No bubblewrap on PATH: one workspace is graded, its first line saying there are no walls;
+    a class stops with a one-line error naming what to install (exit 2); with
+    --without-isolation it is graded, and every row says so."""
+    key = write_workspace(tmp_path / "subs" / "ada", only=["softmax"], solutions=True)
+    write_course(tmp_path / "course.json", key)
+    empty = tmp_path / "no-tools"
+    empty.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NPFORMER_GRADE_EXAMPLES": "4", "PATH": str(empty)}
+
+    def grade(*argv):
+        return subprocess.run([sys.executable, "-m", "npformer", "grade", *argv], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=600)
+    one = grade(key.directory)
+    assert one.returncode == 0 and one.stdout.splitlines()[0] == (
+        "isolation: none (bubblewrap is not installed: apt install bubblewrap): the code runs as you, "
+        "with limits only"), one.stdout
+    course = ["--course", str(tmp_path / "course.json"), "--out", str(tmp_path / "book")]
+    refused = grade(str(tmp_path / "subs"), *course)
+    assert refused.returncode == 2 and not (tmp_path / "book").exists()
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "npformer grade: error: grading other people's code needs walls, and here bubblewrap is not "
+        "installed: apt install bubblewrap; or pass --without-isolation to grade with limits only")
+    allowed = grade(str(tmp_path / "subs"), *course, "--without-isolation", "--gradescope")
+    assert allowed.returncode == 0, allowed.stderr
+    with open(tmp_path / "book" / "gradebook.csv", newline="") as f:
+        assert [(r["status"], r["isolation"]) for r in csv.DictReader(f)] == [("done", "graded without isolation")]
+    results = json.loads((tmp_path / "book" / "results.json").read_text())
+    assert "graded without isolation" in results["output"]

@@ -136,8 +136,15 @@ class Learner:
 
     def hello(self):
         """The learner's process's first words: {"ok": True}, or why it cannot serve (its file
-        does not run)."""
-        return self.read()
+        does not run: where, what, a hint, each a short text)."""
+        hello = self.read()
+        failed = hello.get("import_failed")
+        if failed is not None and not (isinstance(failed, dict) and isinstance(failed.get("message"), str) and all(
+                failed.get(k) is None or isinstance(failed.get(k), str) for k in ("where", "line", "hint"))
+                and (failed.get("stub") is None or type(failed.get("stub")) is int)):
+            self.stopped = CHANNEL
+            raise Stopped(CHANNEL)
+        return hello
 
     def finish(self):
         """The learner's process's last words (None when it is gone or garbled them)."""
