@@ -181,13 +181,9 @@ def stopped_at(stack, directory):
     return None
 
 
-def judge_in(sandbox, exercise, specs, timeout, limits, progress=None):
-    """The reply of one exercise judged in ``sandbox``: {"result": dict or None, "code": 0, the
-    learner's exit code or "timeout", "output": what it printed (capped), "dropped": bytes past
-    the cap, "stopped": where its code was when its time ran out}. ``result`` is None when the
-    learner's process ended before the judging did. ``specs``: the learner's functions to run."""
-    from .judging import judge_exercise
-    from .learner_proxy import Gone, Learner, Stopped
+def _pipes(sandbox, limits):
+    """(the learner's process's pid in the sandbox, the judge's end of its requests pipe, of its
+    replies pipe, and the readers of its output and of its stack), once it is started."""
     requests_read, requests = os.pipe()           # the judge asks, the learner's process reads
     replies, replies_write = os.pipe()            # it answers, the judge reads
     output_read, output = os.pipe()               # what it prints
@@ -195,13 +191,28 @@ def judge_in(sandbox, exercise, specs, timeout, limits, progress=None):
     theirs = (requests_read, replies_write, output, stack)
     try:
         pid = sandbox.start_learner(limits, theirs)
+    except BaseException:
+        for fd in (requests, replies, output_read, stack_read):
+            os.close(fd)
+        raise
     finally:
         for fd in theirs:
             os.close(fd)
-    reader = CappedReader(os.fdopen(output_read, "rb"), limits.output)
-    stack_reader = CappedReader(os.fdopen(stack_read, "rb"), STACK_CAP)
-    reader.start()
-    stack_reader.start()
+    readers = (CappedReader(os.fdopen(output_read, "rb"), limits.output),
+               CappedReader(os.fdopen(stack_read, "rb"), STACK_CAP))
+    for reader in readers:
+        reader.start()
+    return pid, requests, replies, readers
+
+
+def judge_in(sandbox, exercise, specs, timeout, limits, progress=None):
+    """The reply of one exercise judged in ``sandbox``: {"result": dict or None, "code": 0, the
+    learner's exit code or "timeout", "output": what it printed (capped), "dropped": bytes past
+    the cap, "stopped": where its code was when its time ran out}. ``result`` is None when the
+    learner's process ended before the judging did. ``specs``: the learner's functions to run."""
+    from .judging import judge_exercise
+    from .learner_proxy import Gone, Learner, Stopped
+    pid, requests, replies, (reader, stack_reader) = _pipes(sandbox, limits)
     learner = Learner(exercise, requests, replies)
     fired = threading.Event()
 
@@ -211,8 +222,7 @@ def judge_in(sandbox, exercise, specs, timeout, limits, progress=None):
     watch = threading.Timer(limits.wall, too_long)
     watch.daemon = True
     watch.start()
-    result = {"exercise": exercise.name, "checks": [], "claims": []}
-    gone = False
+    result, gone = {"exercise": exercise.name, "checks": [], "claims": []}, False
     try:
         learner.setup({"exercise": exercise.name, "specs": list(specs), "timeout": timeout,
                        "directory": sandbox.directory,
