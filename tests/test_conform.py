@@ -256,7 +256,7 @@ def test_the_command_exits_0_1_or_2(tmp_path, capsys):
     path.write_text(MY_SOFTMAX)
     base = ["conform", f"{path}:softmax", "--component", "softmax", "--examples", "30"]
     assert main(base + ["--backward", "backward"]) == 0
-    assert "conforms (30 examples, every property)" in capsys.readouterr().out
+    assert "conforms (float64, 30 examples; every property)" in capsys.readouterr().out
     assert main(base + ["--backward", "backward_last_axis"]) == 1       # the axis argument ignored
     assert "does not conform" in capsys.readouterr().out
     assert main(base + ["--backward", "nope"]) == 2

@@ -35,7 +35,8 @@ def smallest_failure(checker, name, examples, seed, shrunk=None):
         shrunk.append(example)
     found = checker.compare(example, only=name)[name]
     failure = Failure(example, message_of(found), diagnoses=[] if isinstance(found, str) else found["diagnoses"],
-                      rel_error=None if isinstance(found, str) else found.get("rel_error"))
+                      rel_error=None if isinstance(found, str) else found.get("rel_error"),
+                      scaled_error=None if isinstance(found, str) else found.get("scaled_error"))
     if not name.startswith(("output", "gradient")):
         return failure
     # one mistake, else two wrong lines in one function (each one's hint)

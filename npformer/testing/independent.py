@@ -86,7 +86,8 @@ def with_other_causes(checker, checks, examples, seed):
             failure = Failure(example, f"another cause, on an example {causes[check.name].says} does "
                               f"not explain: " + message_of(found),
                               diagnoses=[] if isinstance(found, str) else found["diagnoses"],
-                              rel_error=None if isinstance(found, str) else found.get("rel_error"))
+                              rel_error=None if isinstance(found, str) else found.get("rel_error"),
+                              scaled_error=None if isinstance(found, str) else found.get("scaled_error"))
             result.append(CheckResult(f"{check.name}: another cause", check.kind, check.examples, failure))
     return result
 

@@ -21,6 +21,7 @@ class Failure:
     matches: list = field(default_factory=list)     # every catalogued Mistake that fits this check
     diagnoses: list = field(default_factory=list)   # generic diagnoses when no mistake matches
     rel_error: float | None = None       # the relative error of a tensor that differs
+    scaled_error: float | None = None    # the same, a tensor far below the example judged at its scale
 
 
 @dataclass
@@ -72,6 +73,7 @@ class ConformanceReport:
     notes: list = field(default_factory=list)   # how the checks were narrowed, one line each
     convention: dict = field(default_factory=dict)  # the convention the code was judged under
     warnings: list = field(default_factory=list)    # what the engine could not try (stale mistakes)
+    scope: str = ""                      # what the code was checked on ("causal=True and H_kv = H")
 
     @property
     def verdict(self):
@@ -99,17 +101,19 @@ class ConformanceReport:
             raise ConformanceError("\n" + str(self))
 
     def summary(self):
-        """One line: "conforms (100 examples, every property)" or what failed."""
+        """One line: "conforms (float64, 100 examples; every property)" or what failed: the
+        verdict, the precision it was judged at, the examples, the scope, what was not run."""
         if self.error:
             return f"does not run: {self.error}"
+        how = f"{self.dtype}, {self.examples} examples" + (f", only {self.scope}" if self.scope else "")
         if self.ok:
             said = ", ".join(f"{k}={v!r}" for k, v in self.convention.items())
             head = f"conforms under convention: {said}" if self.convention else "conforms"
-            return f"{head} ({self.examples} examples, {self._not_run() or 'every property'})"
+            return f"{head} ({how}; {self._not_run() or 'every property'})"
         ran = [c for c in self.checks if not c.skipped]
         skipped = len(self.checks) - len(ran)
-        return (f"does not conform: {len(self.failures)} of {len(ran)} checks fail"
-                + (f" ({skipped} not run)" if skipped else ""))
+        return (f"does not conform: {len(self.failures)} of {len(ran)} checks fail ({how}"
+                + (f"; {skipped} not run)" if skipped else ")"))
 
     def _not_run(self):
         """ "4 checks not run: it needs eps=1e-12; ..." (each distinct reason once), or "". """
