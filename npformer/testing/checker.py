@@ -85,6 +85,10 @@ class Checker:
                 for p in properties.of(self.component.name) if self.vacuous(p)
                 and (self.subject.differentiates or not p.needs_backward)]
 
+    def factors(self, example):
+        """{name: value} of the constant factors a gradient must not lose on ``example``."""
+        return factors(self.component.name, example)
+
     def precision_name(self):
         """The precision the code is judged at: given, else its output's dtype."""
         return self.precision or self.dtype or "float64"

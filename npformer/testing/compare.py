@@ -112,6 +112,7 @@ def compare_tensor(name, mine, expected, factors=None, tol=None, atol=None, scal
         return None
     floor = max(np.abs(mine).max(initial=0), np.abs(expected).max(initial=0), SCALE_FLOOR * scale, 1e-300)
     return {"name": name, "rel_error": error, "scaled_error": largest / floor, "worst_index": list(worst),
+            "ratio": multiple(mine, expected),
             "yours": float(mine[worst]), "expected": float(expected[worst]),
             "message": (f"{name}: relative error {error:.2e}, worst at {tuple(worst)}: yours "
                         "{}, expected {}".format(*differing(float(mine[worst]), float(expected[worst])))),
@@ -142,6 +143,27 @@ def constant_ratio(mine, expected):
     c = float(np.vdot(mine, expected)) / norm
     residual = np.linalg.norm(mine - c * expected)
     return c if residual <= 1e-6 * max(np.linalg.norm(mine), 1e-300) else None
+
+
+def multiple(mine, expected):
+    """c when ``mine`` is c times ``expected`` (``constant_ratio``), or -1 for one number that
+    is exactly minus the right one (the one multiple of one number worth naming), else None."""
+    ratio = constant_ratio(mine, expected)
+    if ratio is None and np.count_nonzero(expected) == 1 and expected.any() and \
+            np.abs(mine + expected).max() <= 1e-6 * np.abs(expected).max():
+        return -1.0
+    return ratio
+
+
+def free(expected, at_least=3):
+    """True when ``expected`` holds ``at_least`` different magnitudes: then a tensor that is a
+    multiple of it is so because of a factor, not because the example leaves it one direction
+    to point in (a tiny example's [a, -a, a] is a multiple of anything shaped like it)."""
+    magnitudes = np.abs(expected[expected != 0])
+    if magnitudes.size < at_least:
+        return False
+    rounded = np.unique(np.round(magnitudes / magnitudes.max(), 9))
+    return rounded.size >= at_least
 
 
 def _near(a, b):
@@ -187,11 +209,8 @@ def value_diagnoses(mine, expected, factors, what="gradient", tol=None):
         return [ratio_diagnosis(0.0, factors, what)]
     if not expected.any():
         return [f"the right {what} is exactly 0 everywhere on this example and yours is not"]
-    ratio = constant_ratio(mine, expected)
-    if ratio is None and np.count_nonzero(expected) < 2 and \
-            np.abs(mine + expected).max() <= 1e-6 * np.abs(expected).max():
-        ratio = -1.0                      # one number: a sign flip is the one multiple worth naming
-    if ratio is not None and not _near(ratio, 1):     # c = 1: rounding, not a factor
+    ratio = multiple(mine, expected)
+    if ratio is not None and not _near(ratio, 1) and free(expected):    # c = 1: rounding, not a factor
         return [ratio_diagnosis(ratio, factors, what)]
     scale = max(np.abs(expected).max(initial=0), 1e-12)
     wrong = np.abs(mine - expected) > tol * scale

@@ -126,20 +126,35 @@ class ConformanceReport:
                 + "; ".join(reasons[:2]) + more)
 
     def __str__(self):
+        """The report: what was compared, the catalogued mistake first when one is named (with
+        the checks it shows in), notes, every check, the summary. An error or a smallest example
+        shared by several checks is printed once; the later checks point back to it."""
         head = (f"{self.implementation} against npformer's {self.component} ({self.dtype}, tolerance "
                 f"{self.tolerance:.0e}, up to {self.examples} examples, seed {self.seed})")
         lines = textwrap.wrap(head, WIDTH, subsequent_indent="  ")
+        named = {}
+        for check in self.failures:
+            if check.failure.mistake is not None:
+                named.setdefault(check.failure.mistake.name, (check.failure.mistake, []))[1].append(check.name)
+        for mistake, names in named.values():
+            for text in (f"the mistake: {mistake.name}: {mistake.says}", f"re-check: {mistake.recheck}",
+                         f"seen in: {', '.join(names)}"):
+                lines += textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="    ",
+                                       break_on_hyphens=False)
         for note in self.warnings:
             lines += textwrap.wrap(f"warning: {note}", WIDTH, initial_indent="  ", subsequent_indent="    ")
         for note in self.notes:
             lines += textwrap.wrap(f"note: {note}", WIDTH, initial_indent="  ", subsequent_indent="    ")
+        said, shown = {}, {}
         for check in self.checks:
-            lines += _check_lines(check)
+            lines += _check_lines(check, said, shown)
         lines.append(self.summary())
         return "\n".join(lines)
 
 
-def _check_lines(check):
+def _check_lines(check, said, shown):
+    """One check's lines; ``said`` {what a failure says: the check that said it first} and
+    ``shown`` {id of an example: the check that showed it}, filled as the report goes."""
     status = "ok  " if check.passed else "skip" if check.skipped else "FAIL"
     plural = "" if check.examples == 1 else "s"
     count = f"{check.examples} example{plural}" if check.kind != "property" or check.examples > 1 else ""
@@ -150,15 +165,27 @@ def _check_lines(check):
     failure = check.failure
     if failure is None:
         return lines
-    said = [failure.message]
-    if failure.mistake is not None:
-        said += [f"the mistake: {failure.mistake.says}", f"re-check: {failure.mistake.recheck}"]
-    else:
-        said += [f"diagnosis: {diagnosis}" for diagnosis in failure.diagnoses]
-    for text in said:
+    raised = failure.message.split("your implementation raised ", 1)
+    key = raised[1] if len(raised) == 2 else None
+    if key in said:
+        return lines + [f"        raised the same error as {_short(said[key])}"]
+    if key is not None:
+        said[key] = check.name
+    texts = [failure.message]
+    if failure.mistake is None:
+        texts += [f"diagnosis: {diagnosis}" for diagnosis in failure.diagnoses]
+    for text in texts:
         lines += textwrap.wrap(text, WIDTH, initial_indent=" " * 8, subsequent_indent=" " * 10,
                                break_on_hyphens=False)
-    if failure.example is not None:
+    described = failure.example.describe(WIDTH - 12) if failure.example is not None else None
+    if described in shown:
+        lines.append(f"        smallest example: the one of {_short(shown[described])} above")
+    elif described is not None:
+        shown[described] = check.name
         lines.append("        smallest example:")
-        lines += ["          " + line for line in failure.example.describe(WIDTH - 12).split("\n")]
+        lines += ["          " + line for line in described.split("\n")]
     return lines
+
+
+def _short(name):
+    return name if len(name) <= 40 else name[:37] + "..."
