@@ -136,9 +136,14 @@ def conform_module(kind, subject, weight_map, config=None, *, backward=None, see
         if convention else ""
     if passes(checks, TOL_FLOAT64):
         report.verdict = "conforms" + said
-    elif passes(checks, TOL_FLOAT32):
+    elif passes(checks, TOL_FLOAT32) and not (mistake := _exact_mistake(run, seeds, batch, length)):
         report.verdict = ("conforms" + said + " at float32 precision") if said else "conforms at float32 precision"
         _note_float32(report, checks)
+    elif passes(checks, TOL_FLOAT32):            # a catalogued mistake computes it exactly: no rounding
+        report.verdict, report.mistake = "does not conform", mistake
+        report.smallest = shrink(run, seeds, batch, length, TOL_FLOAT64)
+        report.notes.append("within float32's tolerance, but not float32 rounding: a catalogued mistake "
+                            "computes exactly what your module computes")
     else:
         found = _try_conventions(run, subject, weight_map, backward, targets, adapter, seeds, batch, length,
                                  _pinned(weight_map, convention)) if conventions and not convention else None
@@ -201,7 +206,14 @@ def _try_conventions(run, subject, weight_map, backward, targets, adapter, seeds
     return None
 
 
-def _named(run, smallest, seed, batch, length):
+def _exact_mistake(run, seeds, batch, length):
+    """The catalogued mistake that computes, to float64's tolerance, what a module within
+    float32's tolerance computes (eps after the root is 1e-6 off: not rounding), or None."""
+    smallest = shrink(run, seeds, batch, length, TOL_FLOAT64)
+    return _named(run, smallest, seeds[0], batch, length, TOL_FLOAT64)
+
+
+def _named(run, smallest, seed, batch, length, tol=TOL_FLOAT32):
     """The catalogued mistake that computes what the subject computes on the smallest example
     and on a whole one (its outputs when an output differs: a forward's mistake, whatever
     backward autograd or the subject's own gives), or None. Mistakes that agree on this
@@ -225,7 +237,7 @@ def _named(run, smallest, seed, batch, length):
         except Exception:                # noqa: BLE001 - a mistake that raises here is not what they computed
             continue
         if any(not np.array_equal(w[k], r[k]) for w, r in zip(wrong, right) for k in w) and \
-                all(passes(run.compare(v, w, s), TOL_FLOAT32) for (v, s), w in zip(theirs, wrong)):
+                all(passes(run.compare(v, w, s), tol) for (v, s), w in zip(theirs, wrong)):
             found.append(mistake)
     if len(found) > 1:
         first = found[0]
