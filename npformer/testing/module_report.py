@@ -2,6 +2,7 @@
 with the verdict, and the comparison that fills them (relative to the tensor's largest entry)."""
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,17 +53,21 @@ class ModuleReport:
 
     def __str__(self):
         lines = [f"conform_module({self.kind!r}): {self.verdict}"]
+        said = []
         if self.mistake is not None:
-            lines.append(f"  the mistake: {self.mistake.name}: {self.mistake.says}")
+            said.append(f"the mistake: {self.mistake.name}: {self.mistake.says}")
             if getattr(self.mistake, "recheck", ""):
-                lines.append(f"  re-check: {self.mistake.recheck}")
-        lines.append(f"  checked: {self.checked}")
-        lines += [f"  note: {n}" for n in self.notes]
+                said.append(f"re-check: {self.mistake.recheck}")
+        said += [f"checked: {self.checked}"] + [f"note: {n}" for n in self.notes]
+        for text in said:
+            lines += textwrap.wrap(text, 100, initial_indent="  ", subsequent_indent="    ",
+                                   break_on_hyphens=False)
         if self.smallest:
             s = self.smallest
-            lines.append(f"  smallest failing example: seed {s['seed']}, B={s['B']}, N={s['N']}: "
-                         f"{s['tensor']} at {s['index']}: yours {{}}, expected {{}} (relative error "
-                         f"{s['error']:.2e})".format(*differing(s['yours'], s['expected'])))
+            lines += textwrap.wrap(f"smallest failing example: seed {s['seed']}, B={s['B']}, N={s['N']}: "
+                                   f"{s['tensor']} at {s['index']}: yours {{}}, expected {{}} (relative error "
+                                   f"{s['error']:.2e})".format(*differing(s['yours'], s['expected'])), 100,
+                                   initial_indent="  ", subsequent_indent="    ")
         width = max([len(t.name) for t in self.tensors] + [6])
         lines.append(f"  {'tensor':<{width}}  rel. error  worst index   theirs")
         for t in self.tensors:

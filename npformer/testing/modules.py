@@ -159,7 +159,8 @@ def conform_module(kind, subject, weight_map, config=None, *, backward=None, see
             report.smallest = shrink(run, seeds, batch, length, TOL_FLOAT32)
             report.mistake = found[2] if found else _named(run, report.smallest, seeds[0], batch, length)
             report.parts = module_parts.trace(run, seeds[0], batch, length, parts)
-            report.notes += module_parts.note(report.parts, bad.error)
+            said = module_parts.note(report.parts, bad.error)       # a named mistake needs no "not checked"
+            report.notes += [n for n in said if not (report.mistake and "not checked alone" in n)]
     if step is not None:
         _check_decoding(run, step, seeds[0], batch, length, report)
     report.seconds = time.perf_counter() - started
