@@ -153,18 +153,23 @@ def conform_module(kind, subject, weight_map, config=None, *, backward=None, see
             if not passes(found[1], TOL_FLOAT64):
                 _note_float32(report, found[1])
         else:
-            report.verdict = "does not conform"
-            bad = max((x for x in checks if not x.error <= TOL_FLOAT32), key=lambda x: x.error)
-            report.notes.append(f"worst: {bad.theirs} (relative error {bad.error:.2e})")
-            report.smallest = shrink(run, seeds, batch, length, TOL_FLOAT32)
-            report.mistake = found[2] if found else _named(run, report.smallest, seeds[0], batch, length)
-            report.parts = module_parts.trace(run, seeds[0], batch, length, parts)
-            said = module_parts.note(report.parts, bad.error)       # a named mistake needs no "not checked"
-            report.notes += [n for n in said if not (report.mistake and "not checked alone" in n)]
+            _does_not_conform(report, run, checks, found, seeds, batch, length, parts)
     if step is not None:
         _check_decoding(run, step, seeds[0], batch, length, report)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _does_not_conform(report, run, checks, found, seeds, batch, length, parts):
+    """The verdict, the worst tensor, the smallest example, the mistake named, the parts traced."""
+    report.verdict = "does not conform"
+    bad = max((x for x in checks if not x.error <= TOL_FLOAT32), key=lambda x: x.error)
+    report.notes.append(f"worst: {bad.theirs} (relative error {bad.error:.2e})")
+    report.smallest = shrink(run, seeds, batch, length, TOL_FLOAT32)
+    report.mistake = found[2] if found else _named(run, report.smallest, seeds[0], batch, length)
+    report.parts = module_parts.trace(run, seeds[0], batch, length, parts)
+    said = module_parts.note(report.parts, bad.error)       # a named mistake needs no "not checked"
+    report.notes += [n for n in said if not (report.mistake and "not checked alone" in n)]
 
 
 def _checked(kind, c, seeds, batch, length, run):
