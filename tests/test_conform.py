@@ -198,9 +198,13 @@ def test_two_mistakes_at_once_name_only_what_one_of_them_explains():
     def diagonal_only(d_out, cache):
         return cache.y * (1 - cache.y) * d_out
     report = conform("softmax", finite_fill, diagonal_only, examples=EXAMPLES)
-    # the output is the finite fill's alone; the gradients neither mistake computes by itself
+    # the output is the finite fill's alone; the gradient is the diagonal's where nothing is
+    # masked, and where a row is masked the fill changes it too: a second cause, on a masked row
     assert _check_fails(report, "output").mistake.name == "softmax-finite-mask-fill"
-    assert _check_fails(report, "gradient of x").mistake is None, str(report)
+    assert _check_fails(report, "gradient of x").mistake.name == "softmax-diagonal-only", str(report)
+    other = _check_fails(report, "gradient of x: another cause")
+    assert other.example.options.get("mask") is not None, str(report)
+    assert "the mistake named above, 'softmax-diagonal-only', does not explain this example" in other.message
 
 
 def test_code_that_writes_into_its_inputs_leaves_the_drawn_example_alone():
@@ -256,7 +260,7 @@ def test_the_command_exits_0_1_or_2(tmp_path, capsys):
     path.write_text(MY_SOFTMAX)
     base = ["conform", f"{path}:softmax", "--component", "softmax", "--examples", "30"]
     assert main(base + ["--backward", "backward"]) == 0
-    assert "conforms (30 examples, every property)" in capsys.readouterr().out
+    assert "conforms (float64, 30 examples; every property)" in capsys.readouterr().out
     assert main(base + ["--backward", "backward_last_axis"]) == 1       # the axis argument ignored
     assert "does not conform" in capsys.readouterr().out
     assert main(base + ["--backward", "nope"]) == 2

@@ -40,8 +40,8 @@ def test_a_summary_says_not_run_once_and_why():
     assert report.verdict == "conforms", text
     assert "not run: not run" not in text
     # the three eps -> 0 properties are left out, and the summary says so instead of "every property"
-    assert report.summary() == ("conforms (20 examples, 3 checks not run: it needs eps=1e-12; "
-                                "forward always uses eps=1e-05)"), text
+    assert report.summary() == ("conforms (float64, 20 examples, only eps=1e-05; 3 checks not run: it "
+                                "needs eps=1e-12; forward always uses eps=1e-05)"), text
 
 
 def doubled_cross_entropy():

@@ -69,7 +69,9 @@ def test_two_defects_of_a_loss_are_both_reported():
     assert yours == pytest.approx(sum(min(x, -math.log(FLOOR)) for x in losses) / targets.size, rel=1e-5)
     assert "FAIL  output: another cause" in str(report)
     text = " ".join(str(report).split())                   # the report wraps its lines
-    assert "the mistake 'cross-entropy-forward-counts-ignored' does not explain" in text
+    assert "the mistake named above, 'cross-entropy-forward-counts-ignored', does not explain this example" in text
+    assert first.mistake is not None and first.mistake.name == "cross-entropy-forward-counts-ignored"
+    assert text.index("the mistake: cross-entropy-forward-counts-ignored") < text.index("another cause")
 
 
 def test_the_clip_alone_is_one_cause():

@@ -47,7 +47,7 @@ def test_every_python_block_of_the_readme_runs_as_printed(index, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     if "conform(\"softmax\"" in block:
         # the README shows the report of a backward without the sum term: the mistake is named
-        assert "the mistake: the sum term is missing" in done.stdout, done.stdout
+        assert "the mistake: softmax-no-sum-term: the sum term is missing" in done.stdout, done.stdout
     if "model.backward(d_logits, cache)" in block:
         # what README says it prints: a small loss, and the text continued as it was taught
         loss_line, continuation = done.stdout.strip().splitlines()[-2:]

@@ -20,65 +20,120 @@ def _check_name(entry):
         return f"{entry['component']}: {entry['check']}"
     if "claim" in entry:
         return f"claim: {entry['claim']}"
-    return f"{entry['case']}, gradient-check case {entry['size']}"
+    return f"{entry['case']} (case {entry['size']})"
 
 
-def _findings(entry):
-    """[(key, lines)] of what one failing check shows; equal keys are the same finding."""
+RAISED = ("your implementation raised ", "your code raised ")
+
+
+def _error_of(entry):
+    """The error an entry's code raised (a case's, a drawn check's or a claim's), or None."""
+    if entry.get("error"):
+        return entry["error"]
+    message = entry.get("message") or entry.get("detail") or ""
+    return next((message[len(p):] for p in RAISED if message.startswith(p)), None)
+
+
+def _finding(entry):
+    """(key, first lines) of what one failing check shows; equal keys are one finding. An
+    error is one finding whatever the sizes it names (the same line raises at every size)."""
     found = entry.get("mistake")
     if found:
-        return [(("mistake", found["name"]),
-                 [f"the mistake, in {found['function']}: {found['says']}", f"re-check: {found['recheck']}"])]
-    if "claim" in entry:
-        return [(("claim", entry["claim"]), [entry["detail"]])]
-    message = entry.get("message") or entry.get("error")
-    if entry.get("error"):
-        stub = STUB.search(entry["error"])
-        if stub:
-            return [(("stub", stub.group(2)), [f"not finished: {stub.group(2)} still raises its stub"])]
-        return [(("error", entry["error"]), [f"your code raised {entry['error']}"])]
-    if "tensors" in entry:
-        found = []
-        for tensor in entry["tensors"]:
-            diagnoses = tensor.get("diagnoses") or []
-            key = ("diagnosis", diagnoses[0]) if diagnoses else ("tensor", tensor["name"], entry["case"])
-            found.append((key, [tensor["message"]] + [f"diagnosis: {d}" for d in diagnoses]))
-        found += [(("note", note), [f"diagnosis: {note}"]) for note in entry.get("notes", [])]
-        return found
-    stub = STUB.search(message or "")
+        return ("mistake", found["name"]), [f"the mistake, in {found['function']}: {found['says']}",
+                                             f"re-check: {found['recheck']}"]
+    error = _error_of(entry)
+    if "claim" in entry and not error:
+        return ("claim", entry["claim"]), [f"claim: {entry['claim']}: {entry['detail']}"]
+    stub = STUB.search(error or entry.get("message") or "")
     if stub:
-        return [(("stub", stub.group(2)), [f"not finished: {stub.group(2)} still raises its stub"])]
-    diagnoses = entry.get("diagnoses") or []
-    key = ("diagnosis", diagnoses[0]) if diagnoses else ("check", entry["check"])
-    return [(key, [message] + [f"diagnosis: {d}" for d in diagnoses])]
+        return ("stub", stub.group(2)), [f"not finished: {stub.group(2)} still raises its stub"]
+    if error:
+        return ("error", re.sub(r"\d+", "#", error)), [f"your code raised {error}"]
+    if "tensors" in entry:
+        said = [t["message"] for t in entry["tensors"]]
+        diagnoses = [d for t in entry["tensors"] for d in t.get("diagnoses") or []]
+        return ("case", entry["case"], entry["size"]), \
+            said + [f"diagnosis: {d}" for d in dict.fromkeys(diagnoses + list(entry.get("notes", [])))]
+    diagnoses = [f"diagnosis: {d}" for d in entry.get("diagnoses") or []]
+    return ("values", entry["component"], entry.get("example")), [entry["message"]] + diagnoses
+
+
+def _listed(names, at_most=6):
+    """ "a, b, c" or "a, b, c and 14 more" (each name once)."""
+    names = list(dict.fromkeys(names))
+    more = f" and {len(names) - at_most} more" if len(names) > at_most else ""
+    return ", ".join(names[:at_most]) + more
+
+
+def _where(entries):
+    """Where a finding shows: each component's checks together, then the cases and claims."""
+    groups = {}
+    for e in entries:
+        place = e.get("component") or ("claims" if "claim" in e else "cases")
+        groups.setdefault(place, []).append(e.get("check") or e.get("claim") or f"{e['case']} ({e['size']})")
+    return "; ".join(f"{place}: {_listed(names, 4)}" for place, names in groups.items())
 
 
 def failure_lines(entries):
-    """Each finding once: its lines, where it was first seen, how many more checks show it.
-    A property that fails in a component whose mistake is named is listed after it."""
+    """Each finding once, the most telling first (a named mistake, an error, wrong values, a
+    claim): its lines, the checks it shows in, and its smallest example (an example already
+    shown is not shown again). A property that fails in a component whose mistake is named is
+    listed after the mistake."""
     named = {e["component"] for e in entries if e.get("mistake") and "component" in e}
     consequences = [e for e in entries if e.get("kind") == "property" and e["component"] in named]
     entries = [e for e in entries if e not in consequences]
     order, seen = [], {}
     for entry in entries:
-        for key, lines in _findings(entry):
-            if key not in seen:
-                seen[key] = {"lines": lines, "first": entry, "more": 0}
-                order.append(key)
-            else:
-                seen[key]["more"] += 1
-    out = []
-    for key in order:
+        key, lines = _finding(entry)
+        if key not in seen:
+            seen[key] = {"lines": lines, "entries": [], "key": key}
+            order.append(key)
+        elif key[0] == "values":             # one more tensor wrong on the same example
+            seen[key]["lines"][1:1] = [line for line in lines[:1] if line not in seen[key]["lines"]]
+            seen[key]["lines"] += [line for line in lines[1:] if line not in seen[key]["lines"]]
+        seen[key]["entries"].append(entry)
+    rank = {"mistake": 0, "stub": 1, "error": 2, "case": 3, "values": 3, "claim": 4}
+    out, shown = [], set()
+    for key in sorted(order, key=lambda k: rank[k[0]]):
         found = seen[key]
-        more = f" (and {found['more']} more check{'s' * (found['more'] > 1)})" if found["more"] else ""
-        out.append(f"{_check_name(found['first'])}{more}")
-        out += ["  " + line for line in found["lines"]]
+        out += _block(found, shown)
         if key[0] == "mistake" and consequences:
             out.append("  which also breaks: " + "; ".join(e["check"] for e in consequences))
-        example = found["first"].get("example")
-        if example:
-            out.append("  smallest example:")
-            out += ["    " + line for line in example.split("\n")]
+    return out
+
+
+def _one_factor(lines):
+    """``lines`` without their constant factors when they claim different ones (yours 1.009
+    times the right gradient in one tensor and 3.711 times in another is no factor at all)."""
+    factors = [line for line in lines if " times the right " in line]
+    return [line for line in lines if line not in factors] if len(set(factors)) > 1 else lines
+
+
+def _block(found, shown):
+    """The lines of one finding: what it is, where it shows, its smallest example."""
+    kind, lines, entries = found["key"][0], _one_factor(found["lines"]), found["entries"]
+    where = _where(entries)
+    if kind == "values":
+        values = [line for line in lines if not line.startswith("diagnosis:")]
+        head = [f"{entries[0]['component']}, on one example: {len(values)} result"
+                f"{'s' * (len(values) > 1)} differ"]
+        body = values[:3] + ([f"and {len(values) - 3} more: {_listed(v.split(':')[0] for v in values[3:])}"]
+                             if len(values) > 3 else []) + [line for line in lines if line.startswith("diagnosis:")]
+        out = head + ["  " + line for line in body]
+    elif kind == "case":
+        out = [f"{_check_name(entries[0])}:"] + ["  " + line for line in lines[:4]] + \
+            ([f"  and {len(lines) - 4} more lines"] if len(lines) > 4 else [])
+    else:
+        out = [lines[0]] + ["  " + line for line in lines[1:]]
+        if kind != "claim":
+            out.append(f"  seen in: {where}" if len(entries) > 1 or kind == "mistake" else f"  in: {where}")
+    example = next((e.get("example") for e in entries if e.get("example")), None)
+    if example and example in shown:
+        out.append("  smallest example: the one above")
+    elif example:
+        shown.add(example)
+        out.append("  smallest example:")
+        out += ["    " + line for line in example.split("\n")]
     return out
 
 
@@ -171,10 +226,26 @@ def _counted(n, noun):
 
 
 def format_outcome(outcome):
-    """The report of one exercise: a title line with its status, then indented lines."""
+    """The report of one exercise: a title line with its status, then indented lines, at most
+    ``REPORT_LINES`` of them and ``REPORT_BYTES`` in all (the findings are cut, the closing
+    count and what the code printed kept; ``outcome.lines`` holds everything)."""
     title = f"{outcome.exercise.label} "
     head = f"{title}{'.' * max(3, 72 - len(title) - len(outcome.status) - 1)} {outcome.status}"
-    return "\n".join([head] + [wrapped for line in outcome.lines for wrapped in _fit("   " + line)])
+    body = [[wrapped for wrapped in _fit("   " + line)] for line in outcome.lines]
+    last = max((i for i, line in enumerate(outcome.lines) if COUNTED.match(line)), default=len(body))
+    findings, tail = [w for lines in body[:last] for w in lines], [w for lines in body[last:] for w in lines]
+    kept = findings
+    while kept and (len(kept) + len(tail) + 1 > REPORT_LINES or
+                    len("\n".join([head] + kept + tail).encode()) > REPORT_BYTES - 60):
+        kept = kept[:min(len(kept) - 1, REPORT_LINES - len(tail) - 2)]
+    if len(kept) < len(findings):
+        kept = kept + [f"   ... {len(findings) - len(kept)} more lines of findings not shown"]
+    return "\n".join([head] + kept + tail)
+
+
+REPORT_LINES = 60                # one exercise's report: a screenful
+REPORT_BYTES = 6000
+COUNTED = re.compile(r"\d+ of \d+ checks pass")
 
 
 def _fit(line):

@@ -20,6 +20,11 @@ from .properties.registry import differing
 TOLERANCES = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2}
 # below these two results agree whatever their size: what cancelling terms of size ~1 leave
 ABS_TOLERANCES = {"float64": 1e-12, "float32": 1e-6, "float16": 1e-3, "bfloat16": 1e-2}
+# A tensor far below the example's data (a gradient that is 0 in exact arithmetic, left with
+# the rounding of terms that cancel) is judged against this share of the data's largest entry,
+# as torch.testing.assert_close's atol judges entries near 0 (it takes the data to be of size
+# ~1): its own largest entry would turn noise of 1e-16 against 1e-17 into a "relative error" of 10.
+SCALE_FLOOR = 1e-2
 
 
 def tolerance(precision="float64"):
@@ -59,13 +64,24 @@ def equal(x, y, tol=None, atol=None):
     return bool(np.abs(x - y).max(initial=0) <= max(tol * scale, atol))
 
 
-def compare_tensor(name, mine, expected, factors=None, tol=None, atol=None):
+def data_scale(values):
+    """The largest finite magnitude among the float arrays of ``values`` (an example's inputs,
+    a module's parameters; 0.0 for none): the scale its results are judged at near 0."""
+    found = [np.abs(np.asarray(a, np.float64)) for a in values
+             if isinstance(a, np.ndarray) and np.issubdtype(a.dtype, np.floating) and a.size]
+    return max((float(a[np.isfinite(a)].max(initial=0.0)) for a in found), default=0.0)
+
+
+def compare_tensor(name, mine, expected, factors=None, tol=None, atol=None, scale=0.0):
     """None when ``mine`` matches ``expected`` to ``tol`` relative (or ``atol`` near zero; both
     default to float64's); else {"name", "message", "diagnoses", and where known "rel_error",
-    "worst_index", "yours", "expected"}."""
+    "scaled_error", "worst_index", "yours", "expected"}. ``scale``: the example's data scale
+    (``data_scale``): a tensor far below it is judged against ``SCALE_FLOOR`` of it, so rounding
+    noise in a tensor that is 0 in exact arithmetic is no failure; "scaled_error" is the
+    difference measured that way."""
     factors = factors or {}
     tol = tolerance() if tol is None else tol
-    atol = abs_tolerance() if atol is None else atol
+    atol = max(abs_tolerance() if atol is None else atol, tol * SCALE_FLOOR * scale)
     if mine is None:
         return {"name": name, "message": f"no {name} returned (one gradient per float input, in order)",
                 "diagnoses": [f"your backward returned no {name}: return one gradient per float "
@@ -75,15 +91,28 @@ def compare_tensor(name, mine, expected, factors=None, tol=None, atol=None):
         return {"name": name, "shape": list(mine.shape), "expected_shape": list(expected.shape),
                 "message": f"{name} has shape {mine.shape}, expected {expected.shape}",
                 "diagnoses": [shape_diagnosis(mine.shape, expected.shape, mine, expected)]}
-    if not np.isfinite(mine).all() and np.isfinite(expected).all():
+    finite = np.isfinite(expected)
+    if not np.isfinite(mine).all() and finite.all():
         bad = tuple(int(i) for i in np.argwhere(~np.isfinite(mine))[0])
         return {"name": name, "worst_index": list(bad), "message": f"NaN or inf in {name} at {bad}",
                 "diagnoses": [f"NaN or inf at {bad}: a division by zero (a fully masked row, an empty "
                               f"count?) or an exp that overflowed"]}
+    if not finite.all():              # a convention's NaN rows: the same NaN and inf, then the rest
+        odd = (np.isfinite(mine) != finite) | (~finite & ~np.isnan(expected) & (mine != expected)) | \
+            (np.isnan(expected) & ~np.isnan(mine))
+        if odd.any():
+            bad = tuple(int(i) for i in np.argwhere(odd)[0])
+            return {"name": name, "worst_index": list(bad), "message": f"{name} at {bad}: yours "
+                    f"{mine[bad]:.6g}, expected {expected[bad]:.6g} (NaN and inf must be where they are "
+                    f"expected)", "diagnoses": []}
+        mine, expected = np.where(finite, mine, 0.0), np.where(finite, expected, 0.0)
     error, worst = relative_error(mine, expected)
-    if error <= tol or np.abs(mine - expected).max(initial=0) <= atol:
+    largest = float(np.abs(mine - expected).max(initial=0))
+    if error <= tol or largest <= atol:
         return None
-    return {"name": name, "rel_error": error, "worst_index": list(worst),
+    floor = max(np.abs(mine).max(initial=0), np.abs(expected).max(initial=0), SCALE_FLOOR * scale, 1e-300)
+    return {"name": name, "rel_error": error, "scaled_error": largest / floor, "worst_index": list(worst),
+            "ratio": multiple(mine, expected),
             "yours": float(mine[worst]), "expected": float(expected[worst]),
             "message": (f"{name}: relative error {error:.2e}, worst at {tuple(worst)}: yours "
                         "{}, expected {}".format(*differing(float(mine[worst]), float(expected[worst])))),
@@ -114,6 +143,27 @@ def constant_ratio(mine, expected):
     c = float(np.vdot(mine, expected)) / norm
     residual = np.linalg.norm(mine - c * expected)
     return c if residual <= 1e-6 * max(np.linalg.norm(mine), 1e-300) else None
+
+
+def multiple(mine, expected):
+    """c when ``mine`` is c times ``expected`` (``constant_ratio``), or -1 for one number that
+    is exactly minus the right one (the one multiple of one number worth naming), else None."""
+    ratio = constant_ratio(mine, expected)
+    if ratio is None and np.count_nonzero(expected) == 1 and expected.any() and \
+            np.abs(mine + expected).max() <= 1e-6 * np.abs(expected).max():
+        return -1.0
+    return ratio
+
+
+def free(expected, at_least=3):
+    """True when ``expected`` holds ``at_least`` different magnitudes: then a tensor that is a
+    multiple of it is so because of a factor, not because the example leaves it one direction
+    to point in (a tiny example's [a, -a, a] is a multiple of anything shaped like it)."""
+    magnitudes = np.abs(expected[expected != 0])
+    if magnitudes.size < at_least:
+        return False
+    rounded = np.unique(np.round(magnitudes / magnitudes.max(), 9))
+    return rounded.size >= at_least
 
 
 def _near(a, b):
@@ -159,11 +209,8 @@ def value_diagnoses(mine, expected, factors, what="gradient", tol=None):
         return [ratio_diagnosis(0.0, factors, what)]
     if not expected.any():
         return [f"the right {what} is exactly 0 everywhere on this example and yours is not"]
-    ratio = constant_ratio(mine, expected)
-    if ratio is None and np.count_nonzero(expected) < 2 and \
-            np.abs(mine + expected).max() <= 1e-6 * np.abs(expected).max():
-        ratio = -1.0                      # one number: a sign flip is the one multiple worth naming
-    if ratio is not None and not _near(ratio, 1):     # c = 1: rounding, not a factor
+    ratio = multiple(mine, expected)
+    if ratio is not None and not _near(ratio, 1) and free(expected):    # c = 1: rounding, not a factor
         return [ratio_diagnosis(ratio, factors, what)]
     scale = max(np.abs(expected).max(initial=0), 1e-12)
     wrong = np.abs(mine - expected) > tol * scale

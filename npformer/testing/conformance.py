@@ -8,7 +8,6 @@ catalogued mistakes (``mistakes``): one that computes exactly what the implement
 """
 from __future__ import annotations
 
-import math
 import warnings
 
 from .needs import require_hypothesis
@@ -19,217 +18,16 @@ import numpy as np
 
 from . import components as catalogue
 from . import conventions as known_conventions
-from . import mistakes, properties, protocol, strategies
-from .compare import TOLERANCES, abs_tolerance, compare_tensor, tolerance
-from .diagnosis import matching_mistakes, message_of, smallest_failure
+from . import mistakes
+from .checker import Checker, as_subject, compared_failures, fixed_properties  # noqa: F401 - the engine's
+from .compare import TOLERANCES, compare_tensor  # noqa: F401 - one table of tolerances for every check
+from .diagnosis import matching_mistakes
 from .independent import other_causes
-from .mistakes.registry import applicable, stale_warning
-from .properties.registry import precision as property_precision
-from .report import CheckResult, ConformanceReport, Failure
-from .scope import OutOfScope, Scope
-from .search import explore
-from .subject import Subject, describe_error
+from .mistakes.registry import stale_warning
+from .report import CheckResult, ConformanceReport
+from .scope import Scope
 
-VACUOUS_WITHOUT = {"no_fully_masked": ("no readable key", "nothing readable")}   # property texts
 AT_FLOAT32 = "judged at float32's tolerance, properties included"
-
-
-def factors(component, example):
-    """{name: value} of the constant factors a gradient of this component must not lose."""
-    args = dict(zip(example.names, example.args))
-    if "q" in args:
-        return {"1/sqrt(D)": 1 / math.sqrt(args["q"].shape[-1])}
-    if component == "cross_entropy":
-        count = int((args["targets"] != -100).sum())
-        return {"1/count (the mean over counted targets)": 1 / max(count, 1)}
-    if "x" in args and component in ("layernorm", "rmsnorm"):
-        return {f"1/d (the mean over the {args['x'].shape[-1]} features)": 1 / args["x"].shape[-1]}
-    return {}
-
-
-class Checker:
-    """Runs the implementation and the reference on examples; keeps what each check saw."""
-
-    def __init__(self, subject, rtol=None, atol=None, precision=None, variant=None):
-        self.subject, self.component = subject, subject.component
-        self.reference = Subject.reference(subject.component) if variant is None else \
-            Subject(subject.component, *variant, name="npformer")
-        self.rtol, self.atol, self.precision, self.dtype = rtol, atol, precision, None
-        self.properties = [p for p in properties.of(self.component.name) if p.drawn and
-                           (subject.differentiates or not p.needs_backward) and not self.vacuous(p)]
-        self.variant = variant
-        if variant is not None:       # npformer's properties state its own convention's facts
-            self.properties = []
-        self.results, self.seen, self.ran, self._matches = {}, [], [], []
-        self.raised = False
-        # the catalogue's mistakes are edits of npformer's own convention: not tried under another
-        found = mistakes.of_functions(self.component.functions) if variant is None else []
-        self.candidates, self.stale = applicable(found)
-        scope = subject.scope or Scope()
-        corners = (scope.fit(self.component.name, scope.pin(c))
-                   for c in strategies.corner_examples(self.component.name))
-        self.corners = [c for c in corners if subject.can_run(c)]
-        draw = self.component.draw.map(scope.pin) if scope.pinned else self.component.draw
-        self.strategy = draw.filter(subject.can_run) if subject.untaken or scope.lacks else draw
-
-    def vacuous(self, prop):
-        """True when the implementation takes none of the options the property is about, or
-        lacks the capability the property is about."""
-        return bool(prop.needs_any) and all(o in self.subject.untaken for o in prop.needs_any) or \
-            bool(self._lacked(prop))
-
-    def _lacked(self, prop):
-        lacks = self.subject.scope.lacks if self.subject.scope else ()
-        return next((w for w in lacks for text in VACUOUS_WITHOUT.get(w, ()) if text in prop.text), None)
-
-    def vacuous_checks(self):
-        """A skipped CheckResult for each property the implementation's options leave empty."""
-        return [CheckResult(p.text, "property", skipped=f"{self.subject.name} lacks {self._lacked(p)}"
-                            if self._lacked(p) else f"{self.subject.name} takes no {' or '.join(p.needs_any)}")
-                for p in properties.of(self.component.name) if self.vacuous(p)
-                and (self.subject.differentiates or not p.needs_backward)]
-
-    def precision_name(self):
-        """The precision the code is judged at: given, else its output's dtype."""
-        return self.precision or self.dtype or "float64"
-
-    def tolerance(self):
-        """The relative tolerance: given, or the one of the code's precision."""
-        return self.rtol if self.rtol is not None else tolerance(self.precision_name())
-
-    def abs_tolerance(self):
-        """The absolute tolerance near zero: given, or the one of the code's precision."""
-        return self.atol if self.atol is not None else abs_tolerance(self.precision_name())
-
-    def _dtype_of(self, example):
-        if self.dtype is None:
-            try:
-                out = self.subject.output(example.args, example.options)
-                first = out[0] if isinstance(out, tuple) else out
-                self.dtype = str(getattr(first, "dtype", "float64"))
-            except Exception:               # noqa: BLE001 - the comparison will say what failed
-                self.dtype = "float64"
-
-    def compare(self, example, only=None):
-        """{check name: failure message or None} on one example (``only``: that check alone)."""
-        self._dtype_of(example)
-        if only == protocol.RULE:
-            self.subject.outcome(example)
-            return {only: self.subject.protocol}
-        if only is not None and not only.startswith(("output", "gradient")):
-            prop = next(p for p in self.properties if p.text == only)
-            return {only: self._property(prop, example)}
-        mine, error = self.subject.outcome(example)
-        self.raised = error is not None
-        right = self.reference_outcome(example)
-        rounding = self.float32_rounding(example) if self.precision_name() != "float64" else {}
-        found = {}
-        for name, expected in right.items():
-            if only is not None and name != only:
-                continue
-            if error and name not in mine:          # the output stands when only the backward raised
-                found[name] = f"your implementation raised {error}"
-                continue
-            mismatch = compare_tensor(name, mine.get(name), expected, factors(self.component.name, example),
-                                      self.tolerance(), max(self.abs_tolerance(), rounding.get(name, 0.0)))
-            found[name] = None if mismatch is None else mismatch
-        if only is None and self.subject.differentiates and error is None:
-            found[protocol.RULE] = self.subject.protocol
-        for prop in self.properties if only is None else ():
-            found[prop.text] = self._property(prop, example)
-        return found
-
-    def float32_rounding(self, example):
-        """{check: 4 x how far the reference itself moves when run in float32 on ``example``}:
-        the absolute error a correct float32 computation may have there (a cancellation near 0
-        loses more than float32's relative tolerance says)."""
-        def single(value):
-            return value.astype(np.float32) if isinstance(value, np.ndarray) and value.dtype == np.float64 \
-                else value
-        from .example import Example
-        low = Example(example.names, tuple(map(single, example.args)), example.options)
-        try:
-            at32, error = self.reference.outcome(low)
-            at64 = self.reference_outcome(example)
-        except RuntimeError:
-            return {}
-        if error is not None:
-            return {}
-        return {name: 4 * float(np.nanmax(np.abs(at32[name] - value), initial=0.0))
-                for name, value in at64.items() if name in at32 and np.shape(at32[name]) == np.shape(value)}
-
-    def _property(self, prop, example):
-        try:
-            with np.errstate(all="ignore"), property_precision(self.tolerance()):  # NaN is a result
-                prop.check(self.subject, example.fresh())
-            return None
-        except OutOfScope as outside:
-            return outside
-        except properties.PropertyFailed as failure:
-            return str(failure)
-        except Exception as error:         # noqa: BLE001 - the implementation's own error
-            return f"your implementation raised {describe_error(error)}"
-
-    def matches(self, example, outputs_only):
-        """``matching_mistakes`` on ``example``, the first examples seen and two on which the
-        code under test computed wrong numbers without raising (two mistakes may raise the same
-        error), remembered; pairs of mistakes in one function when no single one matches."""
-        for seen, only, found in self._matches:
-            if seen is example and only == outputs_only:
-                return found
-        found = matching_mistakes(self, [example] + self.seen + self.ran, outputs_only, two=True)
-        self._matches.append((example, outputs_only, found))     # the example is kept alive with it
-        return found
-
-    def reference_outcome(self, example):
-        """The reference's results on ``example``: what the implementation is compared on
-        (the output alone when it has no backward)."""
-        right, error = self.reference.outcome(example)
-        if error is not None:           # a check the reference cannot make is no pass
-            raise RuntimeError(f"the reference ({self.reference.name}) raised {error}")
-        if not self.subject.differentiates:
-            right = {name: value for name, value in right.items() if name.startswith("output")}
-        return right
-
-    def record(self, example):
-        """``compare`` and remember: how often each check ran, its first failure, and the
-        first few examples."""
-        found = self.compare(example)
-        if len(self.seen) < 4:
-            self.seen.append(example)
-        elif not self.raised and len(self.ran) < 2 and any(f is not None for f in found.values()):
-            self.ran.append(example)               # wrong numbers, not an error: they tell mistakes apart
-        for name, failure in found.items():
-            kind = "output" if name.startswith("output") else "gradient" if name.startswith("gradient") \
-                else "property"
-            check = self.results.setdefault(name, CheckResult(name, kind))
-            if isinstance(failure, OutOfScope):
-                check.skipped = check.skipped or f"not run: it {failure}"
-                continue
-            check.examples += 1
-            if failure is not None and check.failure is None:
-                check.failure = Failure(None, message_of(failure))
-
-    def run(self, examples, seed):
-        """[CheckResult]: every check on ``examples`` drawn inputs (and the corners), each failure
-        shrunk to a small example and diagnosed, then the fixed-number properties. A failing
-        check reuses an example already shrunk for another when it fails there too (one wrong
-        line usually breaks the output and every gradient at once). A component's own strategy
-        (no scope, no filter) is drawn once per process, then replayed."""
-        own = self.strategy is self.component.draw and self.subject.scope is None
-        explore(self.strategy, self.record, examples, seed, self.corners, replay=own)
-        shrunk = []
-        for check in self.results.values():
-            if check.skipped:
-                check.failure = None
-            elif check.failure is not None:
-                check.failure = smallest_failure(self, check.name, examples, seed, shrunk)
-        if self.variant is not None:
-            return list(self.results.values()) + [
-                CheckResult(p.text, "property", skipped="not run: a fact of npformer's convention")
-                for p in properties.of(self.component.name)]
-        return list(self.results.values()) + fixed_properties(self.subject, self.tolerance()) + \
-            self.vacuous_checks()
 
 
 def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0, rtol=None,
@@ -257,30 +55,52 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
     if precision is not None and precision not in TOLERANCES:
         raise ValueError(f"precision: expected one of {', '.join(TOLERANCES)}, got {precision!r}")
     run = _Attempt(found, forward, backward, vjp, scope, examples, seed, rtol, atol)
-    if convention is not None:
-        return other_causes(run, run(precision, *known_conventions.find(found.name, convention)))
-    report = run(precision)
+    given = known_conventions.find(found.name, convention) if convention is not None else ()
+    report = run(precision, *given)
     if report.ok or report.error:
         return report
+    # code that returns float64 numbers may compute in float32 inside: judged at float32 when
+    # it fails only by rounding (never with rtol= given); code whose numbers are float32 ones
+    # is judged at float32 first, other code under the usual conventions first (exact there)
+    lower = precision is None and rtol is None and report.dtype == "float64"
+    single = lower and _float32_results(run.checkers[id(report)])
+    if single or given:
+        report, precision = _at_float32(run, report, given, lower, precision)
+        if report.ok or given:
+            return report if report.ok else other_causes(run, report)
+    conventions = known_conventions.of(found.name, run.untaken)
+    for said, variant in conventions:
+        under = run.under(report, said, variant, precision)
+        if under is not None:
+            return under if under.ok else other_causes(run, under)
+    if lower and precision is None and not _named(report):    # a mistake that explains it is no rounding
+        report, precision = _at_float32(run, report, given, lower, precision)
+        for said, variant in conventions if not report.ok and precision is None else ():
+            under = run.under(report, said, variant, "float32", rounding=True)
+            if under is not None and under.ok:
+                return under
+    return report if report.ok else other_causes(run, report)
+
+
+def _at_float32(run, report, given, lower, precision):
+    """(report, precision): the float32 run when the code agrees at float32 or computes in
+    float32 with a mistake (its rounding then no failure), else ``report`` as it was."""
     single = _float32_results(run.checkers[id(report)])
-    if precision is None and rtol is None and report.dtype == "float64" and (single or _rounding_only(report)):
-        at32 = run("float32")
-        if at32.ok:
-            why = "your code computes in float32" if single else \
-                "within float32 rounding, though your results are not float32 numbers"
-            at32.notes.append(f"agrees to float32 precision ({why}): {AT_FLOAT32}")
-            return at32
-        if single and len(at32.failures) < len(report.failures):   # float32 code with a mistake
-            at32.notes.append(f"your code computes in float32: {AT_FLOAT32}")
-            report, precision = at32, "float32"
-    for said, variant in known_conventions.of(found.name, run.untaken):
-        try:
-            under = run(precision, said, variant) if run.screen(report, said, variant, precision) else None
-        except RuntimeError:                  # the convention does not apply to these inputs
-            under = None
-        if under is not None and under.ok:
-            return under
-    return other_causes(run, report)
+    if not (lower and (single or _rounding_only(report))):
+        return report, precision
+    at32 = run("float32", *given)
+    if at32.ok:
+        at32.notes.append(f"agrees to float32 precision ({_why(single)}): {AT_FLOAT32}")
+        return at32, "float32"
+    if single and len(at32.failures) < len(report.failures):      # float32 code with a mistake
+        at32.notes.append(f"your code computes in float32: {AT_FLOAT32}")
+        return at32, "float32"
+    return report, precision
+
+
+def _why(single):
+    return "your code computes in float32" if single else \
+        "within float32 rounding, though your results are not float32 numbers"
 
 
 def _float32_results(checker):
@@ -291,9 +111,21 @@ def _float32_results(checker):
 
 
 def _rounding_only(report):
-    """True when every failing output and gradient is within float32 rounding (then float32 decides)."""
+    """True when every failing output and gradient is within float32 rounding (then float32
+    decides): off by less than 1e-2 of its tensor, or of the example's scale for a tensor far
+    below it (one gradient entry of 1e-9 where 1e-18 is expected is rounding, not a mistake)."""
     compared = [c.failure for c in report.failures if c.kind != "property"]
-    return bool(compared) and all(f.rel_error is not None and f.rel_error < 1e-2 for f in compared)
+    return bool(compared) and all(_off(f) is not None and _off(f) < 1e-2 for f in compared)
+
+
+def _off(failure):
+    return failure.scaled_error if failure.scaled_error is not None else failure.rel_error
+
+
+def _named(report):
+    """True when every failing output and gradient of ``report`` names a catalogued mistake."""
+    compared = [c for c in report.failures if c.kind != "property"]
+    return bool(compared) and all(c.failure.mistake is not None for c in compared)
 
 
 class _Attempt:
@@ -324,6 +156,36 @@ class _Attempt:
         return all(v is None for e in failed for k, v in checker.compare(e).items()
                    if k.startswith(("output", "gradient"))) if failed else bool(report.failures)
 
+    def under(self, report, said, variant, precision, rounding=False):
+        """The report under a convention, or None: the run at ``precision`` when the code
+        agrees with the convention on the examples ``report`` failed on and that run conforms;
+        for an option convention (npformer's own function with another option, so its
+        catalogued mistakes apply) also the run whose every failure names a mistake.
+        ``rounding``: the run is at float32 for code that returns float64 numbers."""
+        try:
+            if self.screen(report, said, variant, precision):
+                under = self(precision, said, variant)
+                if under.ok:
+                    if rounding:
+                        single = _float32_results(self.checkers[id(under)])
+                        under.notes.append(f"agrees to float32 precision ({_why(single)}): {AT_FLOAT32}")
+                    return under
+        except RuntimeError:                  # the convention does not apply to these inputs
+            return None
+        if variant is None and not rounding and not _named(report) and self.mistaken(report, said, precision):
+            under = self(precision, said)
+            return under if _named(under) else None
+        return None
+
+    def mistaken(self, report, said, precision):
+        """True when a catalogued mistake, run with the convention's option, computes the
+        outputs the code computed on the first example ``report``'s outputs failed on."""
+        checker = self.checker(precision, said)
+        failed = [checker.subject.scope.pin(c.failure.example) for c in report.failures
+                  if c.kind == "output" and c.failure.example is not None]
+        failed = [e for e in failed if checker.subject.can_run(e)][:1]
+        return bool(failed) and bool(matching_mistakes(checker, failed, outputs_only=True))
+
     def __call__(self, precision=None, said=None, variant=None):
         checker = self.checker(precision, said, variant)
         subject = checker.subject
@@ -337,10 +199,12 @@ class _Attempt:
                 report.notes.append(f"{subject.name} takes no {', '.join(own)}: checked only on "
                                     f"examples with {taken}")
         if self.scope:
-            report.notes.append(f"scope: checked only with {self.scope.describe()}")
+            report.scope = self.scope.describe()
+            report.notes.append(f"scope: checked only with {report.scope}")
         if said:
             report.notes.append(f"convention: {known_conventions.describe(said)} (the reference was run "
-                                f"under it; catalogued mistakes are npformer's convention and not tried)")
+                                f"under it" + ("; catalogued mistakes are npformer's convention and not "
+                                               "tried)" if variant else ")"))
         report.warnings = stale_warning(checker.stale)
         for text in report.warnings:
             warnings.warn(text, stacklevel=3)
@@ -353,48 +217,3 @@ class _Attempt:
         return report
 
 
-def compared_failures(checks):
-    """The failures of one component's checks that were compared with the catalogue, for
-    ``mistakes.settle``: the outputs alone when one failed (a wrong output makes every gradient
-    differ, and autograd's gradients of a wrong forward are no catalogued backward's)."""
-    failed = [c for c in checks if c.failure is not None and c.kind != "property"]
-    outputs = [c for c in failed if c.kind == "output"]
-    return [c.failure for c in outputs or failed]
-
-
-def as_subject(component, forward, backward=None, vjp=None, scope=None):
-    """A ``Subject`` from conform's arguments (an adapter brings its own forward and vjp)."""
-    name = getattr(forward, "__name__", None)
-    signature_of = forward
-    if hasattr(forward, "vjp") and hasattr(forward, "forward"):          # from_torch, from_jax
-        forward, vjp, name, signature_of = forward.forward, forward.vjp, forward.name, forward.fn
-    component = catalogue.find(component)
-    if component.name == "kv_decode":
-        step = forward
-
-        def forward(q, k, v):                                            # noqa: F811 - the step, looped
-            from .references import decode_all
-            return decode_all(step, q, k, v)
-    return Subject(component, forward, backward, vjp, name=name, signature_of=signature_of, scope=scope)
-
-
-def fixed_properties(subject, tol=None):
-    """The component's properties on fixed numbers, each run once (judged at ``tol``, by default
-    float64's; one that needs an option value or a capability the code lacks is not run)."""
-    tol = tolerance() if tol is None else tol
-    results = []
-    for prop in properties.of(subject.component.name):
-        if prop.drawn or (prop.needs_backward and not subject.differentiates):
-            continue
-        check = CheckResult(prop.text, "property", examples=1)
-        try:
-            with np.errstate(all="ignore"), property_precision(tol):
-                prop.check(subject, None)
-        except OutOfScope as outside:
-            check.skipped, check.examples = f"not run: it {outside}", 0
-        except properties.PropertyFailed as failure:
-            check.failure = Failure(None, str(failure))
-        except Exception as error:         # noqa: BLE001 - the implementation's own error
-            check.failure = Failure(None, f"your implementation raised {describe_error(error)}")
-        results.append(check)
-    return results

@@ -7,7 +7,7 @@ fixed cases (``judge``) both use them."""
 from __future__ import annotations
 
 from . import mistakes
-from .compare import equal
+from .compare import equal, ratio_diagnosis
 from .patching import patched
 from .problem import same_error
 from .report import Failure
@@ -34,14 +34,37 @@ def smallest_failure(checker, name, examples, seed, shrunk=None):
     if not any(e is example for e in shrunk):
         shrunk.append(example)
     found = checker.compare(example, only=name)[name]
-    failure = Failure(example, message_of(found), diagnoses=[] if isinstance(found, str) else found["diagnoses"],
-                      rel_error=None if isinstance(found, str) else found.get("rel_error"))
+    failure = Failure(example, message_of(found), diagnoses=[] if isinstance(found, str) else
+                      factor_checked(checker, name, example, found),
+                      rel_error=None if isinstance(found, str) else found.get("rel_error"),
+                      scaled_error=None if isinstance(found, str) else found.get("scaled_error"))
     if not name.startswith(("output", "gradient")):
         return failure
     # one mistake, else two wrong lines in one function (each one's hint)
     failure.matches = checker.matches(example, outputs_only=name.startswith("output"))
     failure.mistake = failure.matches[0] if failure.matches else None
     return failure                    # its generic diagnoses are shown only if no mistake is named
+
+
+def factor_checked(checker, name, example, found):
+    """``found``'s diagnoses, a constant factor claimed only when it holds on the other
+    failing examples the checker kept too (a tiny example can make a tensor a multiple of
+    the right one by its shape alone: 1.009 times here, 3.711 times there is no factor)."""
+    diagnoses, c = list(found["diagnoses"]), found.get("ratio")
+    if c is None or abs(c - 1) <= 1e-3:
+        return diagnoses
+    claims = [d for d in diagnoses if " times the right " in d or d.startswith("a sign flip")]
+    ratios = []
+    for other in checker.seen + checker.ran:
+        seen = checker.compare(other, only=name).get(name) if other is not example else None
+        if isinstance(seen, dict) and "rel_error" in seen:
+            ratios.append(seen.get("ratio"))
+    if not ratios:
+        return diagnoses
+    if all(r is not None and abs(r - c) <= 1e-6 * max(1.0, abs(c)) for r in ratios):
+        what = "output" if name.startswith("output") else "gradient"
+        return diagnoses if claims else [ratio_diagnosis(c, checker.factors(example), what)] + diagnoses
+    return [d for d in diagnoses if d not in claims]
 
 
 def same(a, b, tol=None):

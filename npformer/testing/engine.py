@@ -14,7 +14,7 @@ import numpy as np
 
 from .cases import CASES
 from .components import find as component
-from .conformance import Checker, compared_failures
+from .checker import Checker, compared_failures
 from .judge import judge_case
 from .mistakes import settle
 from .mistakes.registry import applicable, of_functions

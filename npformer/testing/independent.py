@@ -10,15 +10,17 @@ so a third search would find their sum, not a third cause.
 
 What "explains" an example, for the check at hand, is decided on the first failure's own
 smallest example, most specific first:
-- a catalogued mistake that matched it: the example is explained when that mistake (any of
-  the ones that matched) computes what the code computes there;
+- the catalogued mistake the report names for it (settled with the other checks, or one
+  that computes what the code computes on the first failure and on one more, then named):
+  the example is explained when that mistake computes what the code computes there;
 - a usual convention (``conventions``) under which the code agrees with the reference on the
   first example: explained where it agrees under that convention too;
 - neither: the failure's kind (an error raised, a wrong shape, NaN or inf, no result, wrong
   values): explained when the code fails there in the same kind. This is the weakest test
   and only separates failures that look different: wrong values of unknown cause on two
   examples count as one cause (a missing factor is a constant factor on one example and
-  not on another, and is still one mistake).
+  not on another, and is still one mistake). Nothing was named, so a failure of another
+  kind is reported as "another failure", never as "another cause".
 An example an explanation cannot be computed on (the patched reference raises) counts as
 explained: a second failure is claimed only where the first cause surely does not reach.
 
@@ -55,9 +57,12 @@ def with_other_causes(checker, checks, examples, seed):
                c.failure.example is not None and c.name.startswith(("output", "gradient"))]
     if not failing:
         return checks
-    causes = {c.name: _cause(checker, c.name, c.failure.example, c.failure.matches or
-                             ([c.failure.mistake] if c.failure.mistake is not None else []) or
-                             _matched_here(checker, c.name, c.failure.example))
+    for c in failing:                   # a mistake that explains the first failure and one more is named
+        if c.failure.mistake is None:
+            c.failure.matches = _matched_here(checker, c.name, c.failure.example)
+            c.failure.mistake = c.failure.matches[0] if c.failure.matches else None
+    causes = {c.name: _cause(checker, c.name, c.failure.example,
+                             [c.failure.mistake] if c.failure.mistake is not None else [])
               for c in failing}
 
     def unexplained(example):
@@ -83,11 +88,15 @@ def with_other_causes(checker, checks, examples, seed):
         result.append(check)
         if check.name in others:
             example, found = others[check.name]
-            failure = Failure(example, f"another cause, on an example {causes[check.name].says} does "
-                              f"not explain: " + message_of(found),
+            cause = causes[check.name]
+            said = f"another cause: {cause.says} does not explain this example: " if cause.named else \
+                f"it also fails another way ({kind_of(found)}, where the failure above gave {cause.says}): "
+            failure = Failure(example, said + message_of(found),
                               diagnoses=[] if isinstance(found, str) else found["diagnoses"],
-                              rel_error=None if isinstance(found, str) else found.get("rel_error"))
-            result.append(CheckResult(f"{check.name}: another cause", check.kind, check.examples, failure))
+                              rel_error=None if isinstance(found, str) else found.get("rel_error"),
+                              scaled_error=None if isinstance(found, str) else found.get("scaled_error"))
+            result.append(CheckResult(f"{check.name}: " + ("another cause" if cause.named else "another failure"),
+                                      check.kind, check.examples, failure))
     return result
 
 
@@ -120,8 +129,8 @@ def _matched_here(checker, name, example):
 class _Cause:
     """What made a failure, as far as its smallest example tells: ``explains(example, found)``."""
 
-    def __init__(self, says, explains):
-        self.says, self._explains = says, explains
+    def __init__(self, says, explains, named=True):
+        self.says, self._explains, self.named = says, explains, named
 
     def explains(self, example, found):
         try:
@@ -135,19 +144,20 @@ def _cause(checker, name, example, mistakes):
     the conventions the code agrees with there, else the failure's kind."""
     theirs = _values(checker.subject, example, name)
     if mistakes:
-        return _Cause("the mistake " + " or ".join(repr(m.name) for m in mistakes),
+        return _Cause("the mistake named above, " + " or ".join(repr(m.name) for m in mistakes) + ",",
                       lambda e, _: any(_agrees(checker, e, name, m) for m in mistakes))
     fitting = [(said, variant) for said, variant in known_conventions.of(checker.component.name,
                                                                           checker.subject.untaken)
                if checker.variant is None and _same(theirs, _convention_values(checker, said, variant,
                                                                                 example, name), checker)]
     if fitting:
-        said = " or ".join(f"the convention {known_conventions.describe(s)}" for s, _ in fitting)
+        said = "the convention " + " or ".join(known_conventions.describe(s) for s, _ in fitting) + \
+            " (the first failure agrees with it)"
         return _Cause(said, lambda e, _: any(_same(_values(checker.subject, e, name),
                                                    _convention_values(checker, s, v, e, name), checker)
                                              for s, v in fitting))
     kind = kind_of(checker.compare(example, only=name)[name])
-    return _Cause(f"a failure of its kind ({kind})", lambda e, found: kind_of(found) == kind)
+    return _Cause(kind, lambda e, found: kind_of(found) == kind, named=False)
 
 
 def kind_of(found):

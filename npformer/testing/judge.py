@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .compare import abs_tolerance, compare_tensor, tolerance
+from .compare import abs_tolerance, compare_tensor, data_scale, tolerance
 from .diagnosis import matching, same
 from .patching import patched
 from .problem import PRECISION, evaluate, is_module, run
@@ -49,22 +49,24 @@ def _failed(differs):
     name = differs["name"]
     return CheckResult(name, "output" if name.startswith("output") else "gradient", examples=1,
                        failure=Failure(None, differs["message"], diagnoses=differs["diagnoses"],
-                                       rel_error=differs.get("rel_error")))
+                                       rel_error=differs.get("rel_error"),
+                                       scaled_error=differs.get("scaled_error")))
 
 
 def mismatches(mine, right, factors):
     """The output and gradients of ``mine`` that differ from ``right``: [failing CheckResult]."""
     found = []
+    scale = data_scale(right.data)                 # what a tensor that is 0 in exact arithmetic is judged at
     for name, expected in right.outputs.items():
         differs = compare_tensor(f"output {name}" if name != "out" else "output", mine.outputs.get(name),
-                                 expected, factors, TOL, ATOL)
+                                 expected, factors, TOL, ATOL, scale)
         if differs:
             return [_failed(differs)]           # a wrong forward makes every gradient wrong too
     for name, expected in right.grads.items():
         if expected is None:
             continue
         differs = compare_tensor(f"gradient of {name}", mine.grads.get(name), np.asarray(expected), factors,
-                                 TOL, ATOL)
+                                 TOL, ATOL, scale)
         if differs:
             found.append(_failed(differs))
     return found

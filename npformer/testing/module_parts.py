@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .compare import data_scale
 from .module_report import TOL_FLOAT32, compare_tensors
 from .properties.registry import differing
 from .weightmap import nest, to_ours, to_theirs
@@ -144,7 +145,8 @@ def _compare(run, ours, theirs_part, rows, x, d_out):
     else:
         result = theirs_part(nest(theirs), x)
         out = {"output": np.asarray(result[0] if isinstance(result, tuple) else result, np.float64)}
-    checks = [compare_tensors(name, name, value, expected[name]) for name, value in out.items()]
+    scale = data_scale([x, d_out] + list(weights.values()))
+    checks = [compare_tensors(name, name, value, expected[name], scale) for name, value in out.items()]
     return max(checks, key=lambda c: c.error)
 
 
@@ -163,15 +165,26 @@ def _run_torch_part(module, theirs, x, d_out):
     return {"output": y.detach().numpy(), "d_input": as_np[0]}, dict(zip(params, as_np[1:]))
 
 
-def note(checks):
-    """The report's lines: each part that differs, then the ones that agree (or that all do)."""
+JOIN_GAIN = 1e4      # how far rounding in parts that agree may grow through the whole, at most
+
+
+def note(checks, whole_error=None):
+    """The report's lines: each part that differs, then the ones that agree (or that all do).
+    The joining is blamed only when every part agrees and the whole differs by more than
+    ``JOIN_GAIN`` times the parts' own worst error (what their rounding can grow to)."""
     if all(c.error == UNREACHED for c in checks):          # nothing was checked alone
         return []
     wrong = [c for c in checks if c.differs]
     lines = [f"traced to a sub-module: {c.describe()}" for c in wrong]
     if not wrong and not any(c.error for c in checks):
-        lines.append(f"every sub-module the weight map reaches agrees on its own ({len(checks)} checked): "
-                     f"the difference is in how they are joined (a residual, the order of the parts)")
+        parts = max(c.worst.error for c in checks)
+        if whole_error is None or whole_error > JOIN_GAIN * max(parts, 1e-16):
+            lines.append(f"every sub-module the weight map reaches agrees on its own ({len(checks)} checked): "
+                         f"the difference is in how they are joined (a residual, the order of the parts)")
+        else:
+            lines.append(f"every sub-module the weight map reaches agrees on its own ({len(checks)} checked, "
+                         f"worst {parts:.1e}), and the whole differs by {whole_error:.1e}, no more than their "
+                         f"rounding can grow to: no evidence against how they are joined")
     agree = [c for c in checks if not c.differs and not c.error]
     if agree:
         lines.append("agree on their own: " + "; ".join(

@@ -2,10 +2,12 @@
 with the verdict, and the comparison that fills them (relative to the tensor's largest entry)."""
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .compare import SCALE_FLOOR
 from .properties.registry import differing
 
 TOL_FLOAT64 = 1e-8      # relative to the tensor's largest entry: float64 agreement
@@ -36,6 +38,7 @@ class ModuleReport:
     notes: list = field(default_factory=list)
     seconds: float = 0.0
     parts: list = field(default_factory=list)     # module_parts.PartCheck of each sub-module checked alone
+    mistake: object = None       # the catalogued Mistake (or a convention the preset rules out) it computes
 
     @property
     def ok(self):
@@ -49,13 +52,22 @@ class ModuleReport:
         return [t for t in self.tensors if not t.error <= tol]
 
     def __str__(self):
-        lines = [f"conform_module({self.kind!r}): {self.verdict}", f"  checked: {self.checked}"]
-        lines += [f"  note: {n}" for n in self.notes]
+        lines = [f"conform_module({self.kind!r}): {self.verdict}"]
+        said = []
+        if self.mistake is not None:
+            said.append(f"the mistake: {self.mistake.name}: {self.mistake.says}")
+            if getattr(self.mistake, "recheck", ""):
+                said.append(f"re-check: {self.mistake.recheck}")
+        said += [f"checked: {self.checked}"] + [f"note: {n}" for n in self.notes]
+        for text in said:
+            lines += textwrap.wrap(text, 100, initial_indent="  ", subsequent_indent="    ",
+                                   break_on_hyphens=False)
         if self.smallest:
             s = self.smallest
-            lines.append(f"  smallest failing example: seed {s['seed']}, B={s['B']}, N={s['N']}: "
-                         f"{s['tensor']} at {s['index']}: yours {{}}, expected {{}} (relative error "
-                         f"{s['error']:.2e})".format(*differing(s['yours'], s['expected'])))
+            lines += textwrap.wrap(f"smallest failing example: seed {s['seed']}, B={s['B']}, N={s['N']}: "
+                                   f"{s['tensor']} at {s['index']}: yours {{}}, expected {{}} (relative error "
+                                   f"{s['error']:.2e})".format(*differing(s['yours'], s['expected'])), 100,
+                                   initial_indent="  ", subsequent_indent="    ")
         width = max([len(t.name) for t in self.tensors] + [6])
         lines.append(f"  {'tensor':<{width}}  rel. error  worst index   theirs")
         for t in self.tensors:
@@ -70,7 +82,10 @@ class ModuleReport:
             raise AssertionError(str(self))
 
 
-def compare_tensors(name, theirs_name, yours, expected):
+def compare_tensors(name, theirs_name, yours, expected, scale=0.0):
+    """A ``TensorCheck``: the largest difference relative to the tensor's largest entry, or to
+    ``SCALE_FLOOR`` of the example's data ``scale`` for a tensor far below it (one that is 0 in
+    exact arithmetic holds only rounding noise: no relative error to speak of)."""
     yours, expected = np.asarray(yours, np.float64), np.asarray(expected, np.float64)
     if yours.shape != expected.shape:
         return TensorCheck(name, theirs_name, np.inf, ("shape",), np.nan, np.nan)
@@ -78,7 +93,7 @@ def compare_tensors(name, theirs_name, yours, expected):
     if not np.all(np.isfinite(yours)):
         diff = np.where(np.isfinite(yours), diff, np.inf)
     index = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else ()
-    scale = max(float(np.max(np.abs(expected), initial=0.0)), 1e-12)
+    scale = max(float(np.max(np.abs(expected), initial=0.0)), SCALE_FLOOR * scale, 1e-12)
     index = tuple(int(i) for i in index)
     return TensorCheck(name, theirs_name, float(np.max(diff, initial=0.0)) / scale, index,
                        float(yours[index]) if diff.size else np.nan,

@@ -22,18 +22,27 @@ def _split(result):
     return result, None
 
 
-def run_torch(kind, module, theirs, inputs, targets_arg):
+def run_torch(kind, module, theirs, inputs, targets_arg, adapter=None, tables=None):
+    """(outputs, their gradients) of a PyTorch module with ``theirs`` weights, through
+    ``functional_call`` (called ``module(x)``, or ``adapter(call, x, tables)`` where ``call``
+    runs the module with those weights on whatever arguments the adapter gives it)."""
     import torch
     from torch.func import functional_call
 
     names = dict(module.named_parameters())
     _check_names(set(names), set(theirs), alias=set(module.state_dict()))
     params = {k: torch.tensor(theirs[k], dtype=torch.float64, requires_grad=True) for k in names}
+
+    def call(*args, **kwargs):
+        return functional_call(module, params, args, kwargs)
+
+    def through(*args):
+        return call(*args) if adapter is None else adapter(call, *args, tables)
     out = {}
     if kind == "decoder":
         ids, targets = (torch.tensor(a, dtype=torch.long) for a in inputs)
         args = (ids, targets) if targets_arg else (ids,)
-        logits, loss = _split(functional_call(module, params, args))
+        logits, loss = _split(through(*args))
         if loss is None:
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                                      targets.reshape(-1))
@@ -42,7 +51,8 @@ def run_torch(kind, module, theirs, inputs, targets_arg):
         out.update(logits=logits.detach().numpy(), loss=loss.detach().numpy())
     else:
         x = torch.tensor(inputs[0], dtype=torch.float64, requires_grad=True)
-        y = functional_call(module, params, (x,))
+        y = through(x)
+        y = y[0] if isinstance(y, (tuple, list)) else y
         leaves = [x] + list(params.values())
         grads = torch.autograd.grad((y * torch.tensor(inputs[1])).sum(), leaves, allow_unused=True)
         out.update(output=y.detach().numpy(), d_input=_np(grads[0], x))
@@ -64,8 +74,14 @@ def _check_names(theirs_module, theirs_map, alias=()):
                          f"entries {unknown} name no parameter of the module")
 
 
-def run_numpy(kind, forward, backward, theirs, inputs):
-    result = forward(nest(theirs), inputs[0])
+def run_numpy(kind, forward, backward, theirs, inputs, adapter=None, tables=None):
+    """(outputs, their gradients or None) of NumPy code: ``forward(params, x)``, or
+    ``adapter(call, x, tables)`` with ``call(*args)`` = ``forward(params, *args)``."""
+    params = nest(theirs)
+    if adapter is None:
+        result = forward(params, inputs[0])
+    else:
+        result = adapter(lambda *args, **kwargs: forward(params, *args, **kwargs), inputs[0], tables)
     cache = None
     if backward is not None:
         result, cache = result

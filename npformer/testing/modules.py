@@ -26,23 +26,27 @@ the input's gradient and every parameter's gradient (theirs mapped back to our n
 layouts). A failure is shrunk to the shortest sequence, then batch 1, that still fails.
 Before reporting a mismatch the engine tries the kind's usual conventions (exact instead of
 tanh GELU; interleaved instead of half RoPE pairs) and says "conforms under convention"
-when one explains every tensor. ``step`` checks KV-cached decoding (decoder only).
+when one explains every tensor, unless the weight map is the preset of a model whose
+weights need the other one (``weightmap.PRESET_CONVENTIONS``: GPT-2's tanh GELU, the half
+RoPE pairs of Hugging Face's Llama checkpoints): then that is a defect, named. A whole that
+does not conform is compared with the catalogued mistakes of npformer's functions it runs:
+one that computes what the subject computes is named. ``step`` checks KV-cached decoding
+(decoder only); ``adapter`` calls a subject that takes more than x (a mask, RoPE tables).
 """
 from __future__ import annotations
 
 import copy
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..t09_block import build_block, build_ffn
-from ..t10_model import DecoderConfig, DecoderLM
-from ..t11_loss import cross_entropy_backward, cross_entropy_forward
+from ..t10_model import DecoderConfig
 from . import module_parts
+from .mistakes.registry import CATALOGUE, applicable
 from .module_report import TOL_FLOAT32, TOL_FLOAT64, ModuleReport, compare_tensors
-from .module_subjects import is_torch_module, run_numpy, run_torch
-from .weightmap import compile_weight_map, nest, to_ours, to_theirs
+from .module_run import Run, passes, shrink, worst
+from .weightmap import PRESET_CONVENTIONS, nest, to_theirs
 
 MODULE_KINDS = ("gpt2_mlp", "gpt2_block", "llama_block", "decoder")
 
@@ -52,177 +56,55 @@ _DEFAULTS = {
     "llama_block": DecoderConfig.llama(d_model=16, n_heads=4, n_kv_heads=2, ffn_hidden=24),
     "decoder": DecoderConfig.gpt2(vocab_size=32, d_model=16, n_heads=4, n_layers=2, max_len=16),
 }
-# The conventions tried before a mismatch is reported: (config field, value, how to say it).
-_CONVENTIONS = {"gelu_tanh": ("ffn", "gelu", "ffn='gelu' (exact erf GELU, not tanh)"),
-                "gelu": ("ffn", "gelu_tanh", "ffn='gelu_tanh' (tanh GELU, not exact)")}
+# The conventions a module may follow: {config field: {value: how to say it}}.
+CONVENTIONS = {"ffn": {"gelu": "ffn='gelu' (exact erf GELU, not tanh)",
+                       "gelu_tanh": "ffn='gelu_tanh' (tanh GELU, not exact)"},
+               "rope_layout": {"interleaved": "rope_layout='interleaved'", "half": "rope_layout='half'"}}
+# The concept files whose catalogued mistakes a kind's module can make (its forward and backward run them).
+_FILES = {"gpt2_mlp": ("t02_linear", "t06_activations", "t07_ffn")}
+_FILES["gpt2_block"] = _FILES["gpt2_mlp"] + ("t03_softmax", "t04_attention", "t08_norm", "t09_block")
+_FILES["llama_block"] = _FILES["gpt2_block"] + ("t05_rope",)
+_FILES["decoder"] = _FILES["llama_block"] + ("t01_embedding", "t10_model", "t11_loss")
 
 
-# -- the reference: npformer's plain track in float64 ---------------------------------------------
-def _config(kind, config):
+@dataclass(frozen=True)
+class Defect:
+    """A convention the subject follows that the weights of its preset's model rule out."""
+
+    name: str
+    says: str
+    recheck: str = ""
+
+
+# -- the reference's config ---------------------------------------------------------------------------
+def _config(kind, config, convention):
     if kind not in MODULE_KINDS:
         raise ValueError(f"kind: expected one of {MODULE_KINDS}, got {kind!r}")
     if config is None:
-        return _DEFAULTS[kind]
-    if isinstance(config, DecoderConfig):
-        return config
-    if isinstance(config, dict):
-        return replace(_DEFAULTS[kind], **config)
-    raise TypeError(f"config: expected a DecoderConfig or a dict of its fields, "
-                    f"got {type(config).__name__}")
+        config = _DEFAULTS[kind]
+    elif isinstance(config, dict):
+        config = replace(_DEFAULTS[kind], **config)
+    elif not isinstance(config, DecoderConfig):
+        raise TypeError(f"config: expected a DecoderConfig or a dict of its fields, "
+                        f"got {type(config).__name__}")
+    if convention:
+        if not isinstance(convention, dict) or any(k not in CONVENTIONS or v not in CONVENTIONS[k]
+                                                   for k, v in convention.items()):
+            known = "; ".join(f"{k}: {', '.join(map(repr, v))}" for k, v in CONVENTIONS.items())
+            raise ValueError(f"convention: expected a dict of {known}; got {convention!r}")
+        config = replace(config, **convention)
+    return config
 
 
-def _reference(kind, config, rng):
-    if kind == "decoder":
-        return DecoderLM(config, rng, np.float64)
-    if kind.endswith("_mlp"):
-        return build_ffn(config.block_config(), rng, np.float64)
-    return build_block(config, rng, np.float64)
-
-
-def _draw_weights(module, rng):
-    """Weights a check can see through: gains near (not at) 1, biases not 0, unit-scale weights."""
-    for name, p in module.named_parameters():
-        noise = rng.standard_normal(p.shape)
-        if name.endswith("gamma"):
-            p.data[...] = 1 + 0.3 * noise
-        elif name.endswith(("beta", "bias")):
-            p.data[...] = 0.3 * noise
-        elif name in ("tokens.weight", "positions.weight"):
-            p.data[...] = 0.5 * noise
-        else:
-            p.data[...] = noise / np.sqrt(p.shape[0])
-
-
-def _qkv_widths(config):
-    D = config.d_model // config.n_heads
-    kv = config.n_kv_heads or config.n_heads
-    return [config.n_heads * D, kv * D, kv * D]
-
-
-def _run_reference(kind, ref, inputs):
-    """{tensor name: array}: outputs, the input's gradient and every parameter's gradient."""
-    ref.zero_grad()
-    if kind == "decoder":
-        ids, targets = inputs
-        logits, cache = ref.forward(ids)
-        loss, loss_cache = cross_entropy_forward(logits, targets)
-        ref.backward(cross_entropy_backward(1.0, loss_cache)[0], cache)
-        out = {"logits": logits, "loss": np.asarray(loss)}
-    else:
-        x, d_out = inputs
-        y, cache = ref.forward(x)
-        out = {"output": y, "d_input": ref.backward(d_out, cache)}
-    out.update({f"grad {n}": p.grad.copy() for n, p in ref.named_parameters()})
-    return out
-
-
-# -- comparing ---------------------------------------------------------------------------------------
-class _Run:
-    """One kind, one subject, one config: draw, run both sides, compare."""
-
-    def __init__(self, kind, subject, weight_map, config, backward, targets_arg):
-        self.kind, self.config = kind, config
-        self.torch = is_torch_module(subject)
-        self.rows = compile_weight_map(weight_map, kind, config, _qkv_widths(config))
-        self.widths = _qkv_widths(config)
-        self.theirs_of = {f"grad {r.ours[0]}": r.theirs[0] for r in self.rows if len(r.theirs) == 1}
-        self.parts = {f"grad {r.ours[0]}": r.theirs for r in self.rows if len(r.theirs) == 3}
-        self.targets_arg = targets_arg
-        if self.torch:
-            self.subject = copy.deepcopy(subject).double().eval()
-            self.backward = None
-        elif hasattr(subject, "forward") and backward is None:
-            self.subject, self.backward = subject.forward, getattr(subject, "backward", None)
-        else:
-            if not callable(subject):
-                raise TypeError(f"subject: expected an nn.Module, a function or an object with "
-                                f"forward, got {type(subject).__name__}")
-            self.subject, self.backward = subject, backward
-
-    @property
-    def has_gradients(self):
-        return self.torch or self.backward is not None
-
-    def draw(self, seed, B, N):
-        rng = np.random.default_rng(seed)
-        ref = _reference(self.kind, self.config, rng)
-        _draw_weights(ref, rng)
-        if self.kind == "decoder":
-            V = self.config.vocab_size
-            inputs = (rng.integers(0, V, (B, N)), rng.integers(0, V, (B, N)))
-        else:
-            d = self.config.d_model
-            inputs = (rng.standard_normal((B, N, d)), rng.standard_normal((B, N, d)))
-        return ref, inputs
-
-    def check(self, seed, B, N):
-        """[TensorCheck] of one example."""
-        ref, inputs = self.draw(seed, B, N)
-        expected = _run_reference(self.kind, ref, inputs)
-        ours = {n: p.data for n, p in ref.named_parameters()}
-        mapped = {n for row in self.rows for n in row.ours}
-        if set(ours) != mapped:
-            raise ValueError(f"weight_map: npformer's parameters {sorted(set(ours) - mapped)} have "
-                             f"no entry; entries name {sorted(mapped - set(ours))}, which a "
-                             f"{self.kind!r} of this config does not have")
-        theirs = to_theirs(self.rows, ours)
-        if self.torch:
-            out, grads = run_torch(self.kind, self.subject, theirs, inputs, self.targets_arg)
-        else:
-            out, grads = run_numpy(self.kind, self.subject, self.backward, theirs, inputs)
-        if grads is not None:
-            out.update({f"grad {k}": v for k, v in to_ours(self.rows, grads).items()})
-        checks = []
-        for name, value in out.items():
-            if name in self.parts:          # a fused Q|K|V of theirs: one check per part
-                cuts = np.cumsum(self.widths)[:-1]
-                for part, theirs_name, mine, ref_part in zip(
-                        "qkv", self.parts[name], np.split(value, cuts, axis=-1),
-                        np.split(expected[name], cuts, axis=-1)):
-                    checks.append(compare_tensors(f"{name}[{part}]", "grad " + theirs_name, mine, ref_part))
-                continue
-            check = compare_tensors(name, name, value, expected[name])
-            if name in self.theirs_of:
-                check.theirs = "grad " + self.theirs_of[name]
-            checks.append(check)
-        return checks
-
-
-def _worst(all_checks):
-    """Per tensor, its worst check over the examples (first-seen order)."""
-    worst = {}
-    for checks in all_checks:
-        for c in checks:
-            if c.name not in worst or not c.error <= worst[c.name].error:
-                worst[c.name] = c
-    return list(worst.values())
-
-
-def _passes(checks, tol):
-    return all(c.error <= tol for c in checks)
-
-
-def _shrink(run, seeds, B, N, tol):
-    """The smallest (N, then B) example of the first failing seed, and the tensor to look at:
-    its first differing output, else its worst gradient."""
-    for seed in seeds:
-        if _passes(run.check(seed, B, N), tol):
-            continue
-        for b in sorted({1, B}):
-            for n in range(1, N + 1):
-                checks = run.check(seed, b, n)
-                if not _passes(checks, tol):
-                    failing = [c for c in checks if not c.error <= tol]
-                    outputs = [c for c in failing if not c.name.startswith("grad")]
-                    # an output that differs says more than the gradients it drags along
-                    bad = outputs[0] if outputs else max(failing, key=lambda c: c.error)
-                    return dict(seed=seed, B=b, N=n, tensor=bad.theirs, index=bad.index,
-                                yours=bad.yours, expected=bad.expected, error=bad.error)
-    return None
+def _pinned(weight_map, convention):
+    """{field: (value, why)} the preset's model fixes, less what ``convention`` states."""
+    pinned = PRESET_CONVENTIONS.get(weight_map, {}) if isinstance(weight_map, str) else {}
+    return {k: v for k, v in pinned.items() if k not in (convention or {})}
 
 
 def conform_module(kind, subject, weight_map, config=None, *, backward=None, seeds=(0, 1, 2),
-                   batch=2, length=5, conventions=True, step=None, targets=True, parts=None):
+                   batch=2, length=5, conventions=True, step=None, targets=True, parts=None,
+                   convention=None, adapter=None):
     """Check ``subject`` (an nn.Module, a NumPy function or object) as a whole ``kind`` module.
 
     ``weight_map``: {their name: our name or (our name, *marks)} or a preset ("nanogpt",
@@ -237,14 +119,60 @@ def conform_module(kind, subject, weight_map, config=None, *, backward=None, see
     "attn", "ln_1"; a PyTorch module's are found by name): when the whole does not conform,
     each sub-module the weight map reaches is checked alone and the report names the one
     that differs (``module_parts``).
+    ``convention``: the convention the subject follows, stated ({"ffn": "gelu"},
+    {"rope_layout": "interleaved"}); by default the usual ones are tried (``conventions``),
+    except those a preset's model rules out. ``adapter``: ``adapter(call, x, tables) -> out``
+    for a subject that takes more than x: ``call(*args, **kwargs)`` runs the subject with
+    npformer's weights, ``tables`` (``module_run.Tables``) holds the causal mask, positions
+    and RoPE's cos and sin for the example's length.
     Returns a ``ModuleReport`` (``print`` it; ``.ok``; ``.assert_conforms()``).
     """
     started = time.perf_counter()
-    config = _config(kind, config)
-    seeds = tuple(seeds)
-    run = _Run(kind, subject, weight_map, config, backward, targets)
-    checks = _worst([run.check(s, batch, length) for s in seeds])
-    c = config
+    config, seeds = _config(kind, config, convention), tuple(seeds)
+    run = Run(kind, subject, weight_map, config, backward, targets, adapter)
+    checks = worst([run.check(s, batch, length) for s in seeds])
+    report = ModuleReport(kind, "", _checked(kind, config, seeds, batch, length, run), checks)
+    said = " under convention: " + ", ".join(CONVENTIONS[k][v] for k, v in convention.items()) \
+        if convention else ""
+    if passes(checks, TOL_FLOAT64):
+        report.verdict = "conforms" + said
+    elif passes(checks, TOL_FLOAT32) and not (mistake := _exact_mistake(run, seeds, batch, length)):
+        report.verdict = ("conforms" + said + " at float32 precision") if said else "conforms at float32 precision"
+        _note_float32(report, checks)
+    elif passes(checks, TOL_FLOAT32):            # a catalogued mistake computes it exactly: no rounding
+        report.verdict, report.mistake = "does not conform", mistake
+        report.smallest = shrink(run, seeds, batch, length, TOL_FLOAT64)
+        report.notes.append("within float32's tolerance, but not float32 rounding: a catalogued mistake "
+                            "computes exactly what your module computes")
+    else:
+        found = _try_conventions(run, subject, weight_map, backward, targets, adapter, seeds, batch, length,
+                                 _pinned(weight_map, convention)) if conventions and not convention else None
+        if found and found[2] is None:
+            report.verdict = f"conforms under convention: {found[0]}"
+            report.tensors = found[1]
+            if not passes(found[1], TOL_FLOAT64):
+                _note_float32(report, found[1])
+        else:
+            _does_not_conform(report, run, checks, found, seeds, batch, length, parts)
+    if step is not None:
+        _check_decoding(run, step, seeds[0], batch, length, report)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _does_not_conform(report, run, checks, found, seeds, batch, length, parts):
+    """The verdict, the worst tensor, the smallest example, the mistake named, the parts traced."""
+    report.verdict = "does not conform"
+    bad = max((x for x in checks if not x.error <= TOL_FLOAT32), key=lambda x: x.error)
+    report.notes.append(f"worst: {bad.theirs} (relative error {bad.error:.2e})")
+    report.smallest = shrink(run, seeds, batch, length, TOL_FLOAT32)
+    report.mistake = found[2] if found else _named(run, report.smallest, seeds[0], batch, length)
+    report.parts = module_parts.trace(run, seeds[0], batch, length, parts)
+    said = module_parts.note(report.parts, bad.error)       # a named mistake needs no "not checked"
+    report.notes += [n for n in said if not (report.mistake and "not checked alone" in n)]
+
+
+def _checked(kind, c, seeds, batch, length, run):
     shape = (f"{len(seeds)} seeds x B={batch}, N={length}, d={c.d_model}, H={c.n_heads}"
              + (f", H_kv={c.n_kv_heads}" if c.n_kv_heads and kind == "llama_block" else "")
              + (f", V={c.vocab_size}, {c.n_layers} layers" if kind == "decoder" else ""))
@@ -253,31 +181,7 @@ def conform_module(kind, subject, weight_map, config=None, *, backward=None, see
     if not run.has_gradients:
         what = ("logits and loss only (no backward given: gradients not compared)"
                 if kind == "decoder" else "output only (no backward given: gradients not compared)")
-    report = ModuleReport(kind, "", f"{shape}; {what}", checks)
-    if _passes(checks, TOL_FLOAT64):
-        report.verdict = "conforms"
-    elif _passes(checks, TOL_FLOAT32):
-        report.verdict = "conforms at float32 precision"
-        _note_float32(report, checks)
-    else:
-        found = _try_conventions(kind, subject, weight_map, config, backward, targets, seeds,
-                                 batch, length) if conventions else None
-        if found:
-            report.verdict = f"conforms under convention: {found[0]}"
-            report.tensors = found[1]
-            if not _passes(found[1], TOL_FLOAT64):
-                _note_float32(report, found[1])
-        else:
-            report.verdict = "does not conform"
-            bad = max((x for x in checks if not x.error <= TOL_FLOAT32), key=lambda x: x.error)
-            report.notes.append(f"worst: {bad.theirs} (relative error {bad.error:.2e})")
-            report.smallest = _shrink(run, seeds, batch, length, TOL_FLOAT32)
-            report.parts = module_parts.trace(run, seeds[0], batch, length, parts)
-            report.notes += module_parts.note(report.parts)
-    if step is not None:
-        _check_decoding(run, step, seeds[0], batch, length, report)
-    report.seconds = time.perf_counter() - started
-    return report
+    return f"{shape}; {what}"
 
 
 def _note_float32(report, checks):
@@ -286,21 +190,66 @@ def _note_float32(report, checks):
                         f"code computes in float32 somewhere inside")
 
 
-def _try_conventions(kind, subject, weight_map, config, backward, targets, seeds, batch, length):
-    """(how to say it, checks) of the first usual convention under which everything agrees."""
-    alternatives = []
-    if config.ffn in _CONVENTIONS:
-        alternatives.append(_CONVENTIONS[config.ffn])
-    if config.positions == "rope" and kind != "gpt2_mlp":
-        other = "interleaved" if config.rope_layout == "half" else "half"
-        alternatives.append(("rope_layout", other, f"rope_layout={other!r}"))
-    for name, value, say in alternatives:
-        alt = replace(config, **{name: value})
-        run = _Run(kind, subject, weight_map, alt, backward, targets)
-        checks = _worst([run.check(s, batch, length) for s in seeds])
-        if _passes(checks, TOL_FLOAT32):
-            return say, checks
+def _try_conventions(run, subject, weight_map, backward, targets, adapter, seeds, batch, length, pinned):
+    """(how to say it, checks, defect or None) of the first usual convention under which
+    everything agrees; the defect says why the preset's model rules it out."""
+    config, alternatives = run.config, []
+    if config.ffn in ("gelu", "gelu_tanh"):
+        alternatives.append(("ffn", "gelu" if config.ffn == "gelu_tanh" else "gelu_tanh"))
+    if config.positions == "rope" and run.kind != "gpt2_mlp":
+        alternatives.append(("rope_layout", "interleaved" if config.rope_layout == "half" else "half"))
+    for name, value in alternatives:
+        alt = Run(run.kind, subject, weight_map, replace(config, **{name: value}), backward, targets, adapter)
+        checks = worst([alt.check(s, batch, length) for s in seeds])
+        if passes(checks, TOL_FLOAT32):
+            defect = None
+            if name in pinned:
+                right, why = pinned[name]
+                defect = Defect(f"{name}={value!r} where the preset's model needs {name}={right!r}",
+                                f"your module computes {CONVENTIONS[name][value]}, and everything "
+                                f"agrees under it; but {why}", f"use {CONVENTIONS[name][right]}")
+            return CONVENTIONS[name][value], checks, defect
     return None
+
+
+def _exact_mistake(run, seeds, batch, length):
+    """The catalogued mistake that computes, to float64's tolerance, what a module within
+    float32's tolerance computes (eps after the root is 1e-6 off: not rounding), or None."""
+    smallest = shrink(run, seeds, batch, length, TOL_FLOAT64)
+    return _named(run, smallest, seeds[0], batch, length, TOL_FLOAT64)
+
+
+def _named(run, smallest, seed, batch, length, tol=TOL_FLOAT32):
+    """The catalogued mistake that computes what the subject computes on the smallest example
+    and on a whole one (its outputs when an output differs: a forward's mistake, whatever
+    backward autograd or the subject's own gives), or None. Mistakes that agree on this
+    config (1/D and 1/sqrt(H D) when H = D) are named together."""
+    if smallest is None:
+        return None
+    only = smallest.get("outputs", False) or not run.has_gradients
+    examples = [(smallest["seed"], smallest["B"], smallest["N"]), (seed, batch, length)]
+    theirs, right = [], []
+    for example in examples:
+        values, scale = run.theirs(*example)
+        if only:
+            values = {k: v for k, v in values.items() if not k.startswith(("grad", "d_input"))}
+        theirs.append((values, scale))
+        right.append(run.expected(*example, outputs_only=only))
+    files = tuple(f"{f}." for f in _FILES[run.kind])
+    found = []
+    for mistake, patches in applicable([m for m in CATALOGUE if m.function.startswith(files)])[0]:
+        try:
+            wrong = [run.expected(*example, patches, outputs_only=only) for example in examples]
+        except Exception:                # noqa: BLE001 - a mistake that raises here is not what they computed
+            continue
+        if any(not np.array_equal(w[k], r[k]) for w, r in zip(wrong, right) for k in w) and \
+                all(passes(run.compare(v, w, s), tol) for (v, s), w in zip(theirs, wrong)):
+            found.append(mistake)
+    if len(found) > 1:
+        first = found[0]
+        return Defect(first.name, f"{first.says} (on this config it computes exactly what "
+                      f"{', '.join(repr(m.name) for m in found[1:])} does too)", first.recheck)
+    return found[0] if found else None
 
 
 def _check_decoding(run, step, seed, B, N, report):

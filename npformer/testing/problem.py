@@ -58,6 +58,7 @@ class Result:
     upstream: np.ndarray | None = None
     params: tuple = ()              # which of ``grads`` are a Module's parameters (in .grad)
     protocol: str | None = None     # what the backward wrote into (d_out, cache, inputs), if anything
+    data: tuple = ()                # the float inputs and parameters: the scale results are judged at
 
     @property
     def ok(self):
@@ -142,6 +143,7 @@ def _compute(build, upstream, repeat, own_upstream, result):
     forward = target.forward if is_module(target) else target[0]
     backward = target.backward if is_module(target) else target[1]
     names = input_names(forward, len(inputs))
+    result.data = tuple(inputs) + (tuple(p.data for p in target.parameters()) if is_module(target) else ())
     if backward is None:
         result.outputs = output_dict(forward(*inputs, **options))
         return

@@ -21,6 +21,7 @@ class Failure:
     matches: list = field(default_factory=list)     # every catalogued Mistake that fits this check
     diagnoses: list = field(default_factory=list)   # generic diagnoses when no mistake matches
     rel_error: float | None = None       # the relative error of a tensor that differs
+    scaled_error: float | None = None    # the same, a tensor far below the example judged at its scale
 
 
 @dataclass
@@ -72,6 +73,7 @@ class ConformanceReport:
     notes: list = field(default_factory=list)   # how the checks were narrowed, one line each
     convention: dict = field(default_factory=dict)  # the convention the code was judged under
     warnings: list = field(default_factory=list)    # what the engine could not try (stale mistakes)
+    scope: str = ""                      # what the code was checked on ("causal=True and H_kv = H")
 
     @property
     def verdict(self):
@@ -99,17 +101,19 @@ class ConformanceReport:
             raise ConformanceError("\n" + str(self))
 
     def summary(self):
-        """One line: "conforms (100 examples, every property)" or what failed."""
+        """One line: "conforms (float64, 100 examples; every property)" or what failed: the
+        verdict, the precision it was judged at, the examples, the scope, what was not run."""
         if self.error:
             return f"does not run: {self.error}"
+        how = f"{self.dtype}, {self.examples} examples" + (f", only {self.scope}" if self.scope else "")
         if self.ok:
             said = ", ".join(f"{k}={v!r}" for k, v in self.convention.items())
             head = f"conforms under convention: {said}" if self.convention else "conforms"
-            return f"{head} ({self.examples} examples, {self._not_run() or 'every property'})"
+            return f"{head} ({how}; {self._not_run() or 'every property'})"
         ran = [c for c in self.checks if not c.skipped]
         skipped = len(self.checks) - len(ran)
-        return (f"does not conform: {len(self.failures)} of {len(ran)} checks fail"
-                + (f" ({skipped} not run)" if skipped else ""))
+        return (f"does not conform: {len(self.failures)} of {len(ran)} checks fail ({how}"
+                + (f"; {skipped} not run)" if skipped else ")"))
 
     def _not_run(self):
         """ "4 checks not run: it needs eps=1e-12; ..." (each distinct reason once), or "". """
@@ -122,20 +126,35 @@ class ConformanceReport:
                 + "; ".join(reasons[:2]) + more)
 
     def __str__(self):
+        """The report: what was compared, the catalogued mistake first when one is named (with
+        the checks it shows in), notes, every check, the summary. An error or a smallest example
+        shared by several checks is printed once; the later checks point back to it."""
         head = (f"{self.implementation} against npformer's {self.component} ({self.dtype}, tolerance "
                 f"{self.tolerance:.0e}, up to {self.examples} examples, seed {self.seed})")
         lines = textwrap.wrap(head, WIDTH, subsequent_indent="  ")
+        named = {}
+        for check in self.failures:
+            if check.failure.mistake is not None:
+                named.setdefault(check.failure.mistake.name, (check.failure.mistake, []))[1].append(check.name)
+        for mistake, names in named.values():
+            for text in (f"the mistake: {mistake.name}: {mistake.says}", f"re-check: {mistake.recheck}",
+                         f"seen in: {', '.join(names)}"):
+                lines += textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="    ",
+                                       break_on_hyphens=False)
         for note in self.warnings:
             lines += textwrap.wrap(f"warning: {note}", WIDTH, initial_indent="  ", subsequent_indent="    ")
         for note in self.notes:
             lines += textwrap.wrap(f"note: {note}", WIDTH, initial_indent="  ", subsequent_indent="    ")
+        said, shown = {}, {}
         for check in self.checks:
-            lines += _check_lines(check)
+            lines += _check_lines(check, said, shown)
         lines.append(self.summary())
         return "\n".join(lines)
 
 
-def _check_lines(check):
+def _check_lines(check, said, shown):
+    """One check's lines; ``said`` {what a failure says: the check that said it first} and
+    ``shown`` {id of an example: the check that showed it}, filled as the report goes."""
     status = "ok  " if check.passed else "skip" if check.skipped else "FAIL"
     plural = "" if check.examples == 1 else "s"
     count = f"{check.examples} example{plural}" if check.kind != "property" or check.examples > 1 else ""
@@ -146,15 +165,27 @@ def _check_lines(check):
     failure = check.failure
     if failure is None:
         return lines
-    said = [failure.message]
-    if failure.mistake is not None:
-        said += [f"the mistake: {failure.mistake.says}", f"re-check: {failure.mistake.recheck}"]
-    else:
-        said += [f"diagnosis: {diagnosis}" for diagnosis in failure.diagnoses]
-    for text in said:
+    raised = failure.message.split("your implementation raised ", 1)
+    key = raised[1] if len(raised) == 2 else None
+    if key in said:
+        return lines + [f"        raised the same error as {_short(said[key])}"]
+    if key is not None:
+        said[key] = check.name
+    texts = [failure.message]
+    if failure.mistake is None:
+        texts += [f"diagnosis: {diagnosis}" for diagnosis in failure.diagnoses]
+    for text in texts:
         lines += textwrap.wrap(text, WIDTH, initial_indent=" " * 8, subsequent_indent=" " * 10,
                                break_on_hyphens=False)
-    if failure.example is not None:
+    described = failure.example.describe(WIDTH - 12) if failure.example is not None else None
+    if described in shown:
+        lines.append(f"        smallest example: the one of {_short(shown[described])} above")
+    elif described is not None:
+        shown[described] = check.name
         lines.append("        smallest example:")
-        lines += ["          " + line for line in failure.example.describe(WIDTH - 12).split("\n")]
+        lines += ["          " + line for line in described.split("\n")]
     return lines
+
+
+def _short(name):
+    return name if len(name) <= 40 else name[:37] + "..."

@@ -45,6 +45,15 @@ NANOGPT = {
     "transformer.ln_f.bias": "norm.beta",
 }
 PRESETS = ("nanogpt", "hf_gpt2", "hf_llama")
+# The conventions a preset's model fixes, {config field: (value, why)}: code that follows the
+# other one computes another function of those weights, a defect (conform_module names it).
+# nanoGPT's names carry no such rule: nanoGPT itself computes the exact GELU.
+PRESET_CONVENTIONS = {
+    "hf_gpt2": {"ffn": ("gelu_tanh", "GPT-2's weights were trained with the tanh GELU (Hugging "
+                                     "Face's activation_function='gelu_new')")},
+    "hf_llama": {"rope_layout": ("half", "Hugging Face's Llama checkpoints pair feature c with "
+                                         "c + D/2 (rotate_half: their q and k weights are permuted for it)")},
+}
 
 
 def _same(ours, theirs):
