@@ -6,7 +6,8 @@ course's exercise list, ``jobs`` at a time: each job is a process of a pool
 (``concurrent.futures``), and each submission is graded there in a sandbox of its own. Once
 every job has ended, and so every learner's process with it, it writes to ``out_dir``:
 ``gradebook.csv`` (one row per submission and exercise), ``submissions/<name>.json`` (the
-reports), and on request Gradescope's ``results.json`` (one per submission under
+reports as a student reads them, a screenful each, and every line of their findings in
+``detail``), and on request Gradescope's ``results.json`` (one per submission under
 ``gradescope/<name>/``, and at the top when there is one submission) and ``junit.xml``. Points
 are the course's: an exercise that is done earns its points. Every text a submission controls
 (what its code printed, its folder's name) is made safe to show first (``safe_text``).
@@ -95,7 +96,7 @@ def grade_submission(name, directory, course, timeout=DEFAULT_TIMEOUT, limits=No
                      "why": shown(_why(o)), "checks_passed": o.passed, "checks": o.total,
                      "points": course.points[o.exercise.name] if o.done else 0.0,
                      "max_points": course.points[o.exercise.name], "isolation": walls,
-                     "report": shown(format_outcome(o))})
+                     "report": shown(format_outcome(o)), "detail": [shown(line) for line in o.lines]})
     notes = [line[len("note: "):] for line in printed if isinstance(line, str) and line.startswith("note: ")]
     return {"submission": shown(name), "score": sum(r["points"] for r in rows), "max_score": course.total,
             "notes": notes, "isolation": walls, "seconds": round(time.monotonic() - began, 1), "exercises": rows}
