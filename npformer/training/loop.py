@@ -37,6 +37,7 @@ from ..files.budget import check_disk, checkpoint_bytes
 from ..files.checkpoint import (CheckpointError, CheckpointSaveError, checkpoint_exists,
                                 read_checkpoint, save_checkpoint)
 from ..files.lock import writer_lock
+from ..t10_model import DecoderLM
 from ..t11_loss import IGNORE_INDEX, cross_entropy, cross_entropy_forward
 from .optim import AdamW, clip_grad_norm, warmup_cosine
 from .progress import Progress
@@ -331,6 +332,9 @@ def train(model, source, config, tokenizer=None, out_dir=None, resume=False, eva
     checkpoint as it was. While it runs it holds ``out_dir``'s writer lock
     (``files.lock``): a second run into the same directory gets ``CheckpointBusy``.
     """
+    if not isinstance(model, DecoderLM):
+        raise TypeError(f"model: train() trains a DecoderLM (ids in, next-token logits out), "
+                        f"got {type(model).__name__}")
     if out_dir is None:
         return _train(model, source, config, tokenizer, out_dir, resume, evaluate, progress,
                       on_step, extra_state, log)
