@@ -75,6 +75,8 @@ def sampling_temperature(args):
 def run(args):
     """Run ``npformer generate``; exit code."""
     t = sampling_temperature(args)
+    if not args.checkpoint:
+        raise UsageError("checkpoint: expected a checkpoint directory, got an empty path ''")
     try:
         model, tokenizer, state = load_checkpoint(args.checkpoint)
     except CheckpointError as error:

@@ -16,7 +16,10 @@ import sys
 
 from ..exercises import grade
 from ..exercises.sandbox import GIB, Limits, private
-from .common import UsageError
+from .common import UsageError, check_input_file, check_output_dir
+
+# A course file lists exercises, points and a few hashes: kilobytes. More is not one.
+COURSE_LIMIT = 16 * 2 ** 20
 
 
 def add_arguments(parser):
@@ -50,6 +53,10 @@ def run(args):
     """Run ``npformer grade``; 0 when every graded exercise is done (or the gradebook is written)."""
     # before any learner's process starts: none of them may read this process's memory
     private()
+    if not args.directory:
+        raise UsageError("DIR: expected a workspace directory, got an empty path ''")
+    if args.course is not None:
+        check_input_file("--course", args.course, COURSE_LIMIT, what="a course file (JSON)")
     if args.course:
         return run_class(args)
     for name in ("out", "jobs"):
@@ -74,6 +81,7 @@ def run_class(args):
     from ..exercises.gradebook import grade_class, summary
     if not args.out:
         raise UsageError("--out: expected the folder to write the gradebook to (with --course)")
+    check_output_dir("--out", args.out)
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs: expected a whole number >= 1, got {args.jobs}")
     if not (args.timeout > 0):

@@ -105,6 +105,18 @@ def _extra_font_path():
     return path if os.path.isfile(path) else None
 
 
+def save_figure(fig, path, **options):
+    """Write ``fig`` as the PNG ``path``, atomically (a temporary file renamed into place:
+    never half a picture, never a device or a pipe written through), and close it."""
+    from ..files.fileio import atomic_write
+    plt = require_matplotlib()
+    try:
+        atomic_write(path, lambda f: fig.savefig(f, format="png", **options))
+    finally:
+        plt.close(fig)
+    return path
+
+
 def plot_loss(history, path, title="training loss"):
     """Loss per step (and its moving average) on a log scale; evaluations as points."""
     plt = require_matplotlib()
@@ -126,9 +138,7 @@ def plot_loss(history, path, title="training loss"):
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def _drawable(text, font):
@@ -139,11 +149,8 @@ def _drawable(text, font):
 def plot_attention(chars, weights, path, question="", what="attention, mean over heads"):
     """Write the heat maps of ``attention_figure`` to the PNG ``path``, the question also
     in its metadata; returns ``path``."""
-    plt = require_matplotlib()
     fig = attention_figure(chars, weights, question, what)
-    fig.savefig(path, dpi=120, metadata={"Description": question or what})
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120, metadata={"Description": question or what})
 
 
 def attention_figure(chars, weights, question="", what="attention, mean over heads"):

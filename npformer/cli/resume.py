@@ -50,6 +50,8 @@ def new_run(args):
         raise UsageError(f"--micro-batches: {args.micro_batches} does not divide --batch-size "
                          f"{args.batch_size}")
     if args.text is not None:
+        if not args.text:                       # abspath('') would be the current folder
+            raise UsageError("--text: expected a UTF-8 text file, got an empty path ''")
         spec = text_spec(os.path.abspath(args.text), args.seq_len)
     else:
         spec = {"data": args.data}

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -352,15 +353,20 @@ def _train(model, source, config, tokenizer, out_dir, resume, evaluate, progress
     saver = Checkpointer(out_dir, model, tokenizer, optimizer, config, history, extra_state)
     evaluator = _Evaluator(evaluate, model, history, log)
     began, tokens = time.perf_counter(), 0
+    heard = {}          # the steps' numerical warnings, each once: told at the end, or in the error
     with Progress(config.steps, step, progress) as bar, StopSignals() as stop:
         evaluator.bar = bar
         while step < config.steps and not stop.requested:
             batch = source.sample(np.random.default_rng([config.seed, step]), config.batch_size)
-            try:
-                loss, norm = optimizer_step(model, optimizer, batch, config, step)
-            except TrainingDiverged as error:
-                raise TrainingDiverged(f"{error}; {saver.describe_last()}; try a lower learning "
-                                       f"rate") from None
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    loss, norm = optimizer_step(model, optimizer, batch, config, step)
+                except TrainingDiverged as error:
+                    heard.update(_distinct(caught))
+                    raise TrainingDiverged(f"{error}{_numpy_said(heard)}; {saver.describe_last()}; "
+                                           f"try a lower learning rate (lr={config.lr:g})") from None
+            heard.update(_distinct(caught))
             step += 1
             tokens += int(batch.key_mask.sum())
             history.record(loss, optimizer.lr, norm)
@@ -372,6 +378,7 @@ def _train(model, source, config, tokenizer, out_dir, resume, evaluate, progress
             if config.save_every and step % config.save_every == 0:
                 with stop.deferred():
                     saver.save(step)
+        _warn_again(heard)
         history.seconds += time.perf_counter() - began
         history.tokens += tokens
         finished = step >= config.steps
@@ -380,6 +387,24 @@ def _train(model, source, config, tokenizer, out_dir, resume, evaluate, progress
         with stop.deferred():
             saver.save(step)
     return TrainResult(history, step, not finished, stop.signal if not finished else None)
+
+
+def _distinct(caught):
+    """Warnings caught during a step, each (text, kind, place) once."""
+    return {(str(w.message), w.category, w.filename, w.lineno): w for w in caught}
+
+
+def _numpy_said(heard):
+    """The numerical warnings of a diverged run, as part of its message: a run that
+    overflows says so once, in the error, instead of printing each warning before it."""
+    said = list(dict.fromkeys(text for text, category, _, _ in heard if issubclass(category, RuntimeWarning)))
+    return f" (numpy warned on the way: {', '.join(said)})" if said else ""
+
+
+def _warn_again(heard):
+    """The warnings of a run that did not diverge, passed on (once each) as if never caught."""
+    for w in heard.values():
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 class _Evaluator:
