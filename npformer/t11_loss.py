@@ -77,14 +77,16 @@ def check_targets(logits, targets, ignore_index):
 def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
     """logits [..., V], targets [...] integer ids (or ``ignore_index``) -> (scalar loss, cache).
 
-    If every target is ignored the loss is 0 and the gradient is all zeros.
+    If every target is ignored the loss is 0.0 (positive zero) and the gradient is all zeros.
     """
     targets, counted = check_targets(logits, targets, ignore_index)
     safe = np.where(counted, targets, 0)                                  # any id where ignored
     log_probs, log_softmax = log_softmax_forward(logits)                  # [..., V]
     picked = np.take_along_axis(log_probs, safe[..., None], axis=-1)[..., 0]   # log p(target)
     count = int(counted.sum())
-    loss = -np.sum(picked * counted) / max(count, 1)
+    # no counted target: the mean over nothing is defined as +0.0 (the sum of the zeroed
+    # terms would be -0.0), with an all-zero gradient below; never NaN
+    loss = -np.sum(picked * counted) / count if count else 0.0
     return logits.dtype.type(loss), CrossEntropyCache(log_softmax.probs, safe, counted, count)
 
 

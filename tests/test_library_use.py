@@ -159,4 +159,5 @@ def test_a_mistyped_track_variable_is_one_line_and_exit_2():
     done = subprocess.run([sys.executable, "-m", "npformer", "tour"], env=env, capture_output=True,
                           text=True)
     assert done.returncode == 2
-    assert done.stderr.strip() == "npformer: error: NPFORMER_TRACK: expected one of plain, fast, got 'fsat'"
+    # named by the command that refused to start, as every usage error is
+    assert done.stderr.strip() == "npformer tour: error: NPFORMER_TRACK: expected one of plain, fast, got 'fsat'"

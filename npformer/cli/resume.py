@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from ..files.checkpoint import CheckpointError, checkpoint_exists, read_checkpoint
 from ..t10_model import DecoderConfig
-from ..training.loop import TrainConfig, default_checkpoint_every
+from ..training.settings import TrainConfig, default_checkpoint_every
 from .common import UsageError
 from .datasets import prepare, text_spec
 from .model_options import MODEL_DEFAULTS, model_config

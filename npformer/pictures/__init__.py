@@ -27,6 +27,7 @@ from .layers import (activations, attention_cost, first_training_steps, kv_cache
 from .depth import deep_stack_without_residuals, depth_and_what_it_can_express
 from .reading import (averaging_vs_attention, one_head_versus_two, separate_projections,
                       weights_are_not_causes)
+from .style import _plt  # noqa: F401 (pictures._plt: pyplot styled with a CJK font)
 from .tokens import rotary_past_trained_length, token_vectors, word_order
 
 __all__ = ["PICTURES", "TOUR_PICTURES", "PlotUnavailable", "INSTALL_HINT", "draw", "draw_tour",
