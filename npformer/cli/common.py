@@ -222,15 +222,21 @@ def cap_threads(command, threads):
     return threads
 
 
-def check_plot_dir(path):
-    """Fail before training (not after) when --plot cannot work."""
+def check_plot_dir(path, command=None):
+    """Fail before any work (not after) when --plot cannot work. The section pictures
+    (``command`` None: examples, tour) are labelled in Chinese and need a CJK font; the
+    training pictures (``command`` "train" or "demo") number the positions without one,
+    and a warning says so."""
     if path is None:
         return
     if not path:
         raise UsageError("--plot: expected a directory, got an empty path ''")
-    from .plot import PlotUnavailable, require_matplotlib
+    from .plot import PlotUnavailable, require_cjk_font, require_matplotlib
     try:
         require_matplotlib()
+        require_cjk_font()
     except PlotUnavailable as error:
-        raise UsageError(str(error)) from None
+        if command is None or "matplotlib" in str(error):
+            raise UsageError(str(error) if str(error).startswith("--plot") else f"--plot: {error}") from None
+        warn(command, f"--plot: {error}; the attention maps number the positions instead")
     check_output_dir("--plot", path)

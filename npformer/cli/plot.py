@@ -29,8 +29,12 @@ CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanY
              "AR PL UMing CN", "Droid Sans Fallback")
 
 
+CJK_HINT = ("pip install 'npformer[plot]' (it brings Noto Sans CJK), or a CJK font for the whole "
+            "system (e.g. apt install fonts-noto-cjk)")
+
+
 class PlotUnavailable(RuntimeError):
-    """matplotlib is not installed; the message says how to install it."""
+    """matplotlib is not installed, or no font can draw Chinese; the message says what to install."""
 
 
 # -- the terminal heat map ---------------------------------------------------------------
@@ -93,6 +97,18 @@ def _cjk_font():
         found = next((name for name in ("Noto Sans CJK SC", "Noto Sans CJK JP") if name in installed),
                      None)
     return found
+
+
+def require_cjk_font():
+    """The name of a font with Chinese glyphs, or ``PlotUnavailable`` saying how to get one:
+    the section pictures are labelled in Chinese, and without such a font matplotlib draws
+    every character as an empty box (and warns about each)."""
+    require_matplotlib()
+    font = _cjk_font()
+    if font is None:
+        raise PlotUnavailable(f"no font with Chinese characters found, and the pictures are "
+                              f"labelled in Chinese: {CJK_HINT}")
+    return font
 
 
 def _extra_font_path():

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from ..cli.plot import INSTALL_HINT, PlotUnavailable, require_matplotlib, save_figure
+from ..cli.plot import INSTALL_HINT, PlotUnavailable, require_cjk_font, save_figure
 from .attention import (attention_by_hand, backbones, heads, masks, score_table, score_variance,
                         tour_heads, tour_next_token)
 from .layers import (activations, attention_cost, first_training_steps, kv_cache_work, kv_memory,
@@ -74,14 +74,14 @@ def save(fig, path, dpi=110):
 def draw(number, directory):
     """Write the pictures of worked example ``number`` into ``directory``; returns the paths
     (empty if that example has none)."""
-    require_matplotlib()
+    require_cjk_font()
     os.makedirs(directory, exist_ok=True)
     return [save(make(), os.path.join(directory, name)) for name, make in PICTURES.get(number, [])]
 
 
 def draw_tour(directory, n_heads=2, causal=True, seed=7):
     """Write the tour's pictures into ``directory``; returns the paths."""
-    require_matplotlib()
+    require_cjk_font()
     os.makedirs(directory, exist_ok=True)
     return [save(make(n_heads, causal, seed), os.path.join(directory, name))
             for name, make in TOUR_PICTURES]
