@@ -143,7 +143,9 @@ class BlockConfig:
         check_choice("rope_layout", self.rope_layout, ROPE_LAYOUTS)
         if not (isinstance(self.rope_fraction, (int, float)) and 0 < self.rope_fraction <= 1):
             raise ValueError(f"rope_fraction: expected a number in (0, 1], got {self.rope_fraction!r}")
-        check_non_negative("moe_aux_weight", self.moe_aux_weight)
+        if not (isinstance(self.moe_aux_weight, (int, float, np.floating))
+                and np.isfinite(self.moe_aux_weight)):     # any sign: gradient checks draw it
+            raise ValueError(f"moe_aux_weight: expected a finite number, got {self.moe_aux_weight!r}")
         check_choice("attention", self.attention, tuple(ATTENTION_KERNELS))
         check_window(self.window)
         if self.window is not None and not self.causal:

@@ -84,9 +84,9 @@ def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
     log_probs, log_softmax = log_softmax_forward(logits)                  # [..., V]
     picked = np.take_along_axis(log_probs, safe[..., None], axis=-1)[..., 0]   # log p(target)
     count = int(counted.sum())
-    # no counted target: the mean over nothing is defined as +0.0 (the sum of the zeroed
-    # terms would be -0.0), with an all-zero gradient below; never NaN
-    loss = -np.sum(picked * counted) / count if count else 0.0
+    loss = -np.sum(picked * counted) / max(count, 1)
+    if count == 0:
+        loss = 0.0      # no counted target: +0.0 (the line above gives -0.0), gradient all zero
     return logits.dtype.type(loss), CrossEntropyCache(log_softmax.probs, safe, counted, count)
 
 
