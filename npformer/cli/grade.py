@@ -55,7 +55,9 @@ def run(args):
     private()
     if not args.directory:
         raise UsageError("DIR: expected a workspace directory, got an empty path ''")
-    if args.course is not None:
+    if args.course is not None and (not args.course or os.path.lexists(args.course)):
+        # a device, a FIFO or a huge file is refused before it is opened (a missing one is
+        # load_course's to report)
         check_input_file("--course", args.course, COURSE_LIMIT, what="a course file (JSON)")
     if args.course:
         return run_class(args)

@@ -36,7 +36,7 @@ def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
         p /= total                                                       # softmax, in place
         return ((np.log(total[:, 0]) - picked) * counted_rows[s]).sum()
     count = int(counted.sum())
-    loss = sum(run_blocks(work, len(rows), V)) / count if count else 0.0     # as the plain twin
+    loss = sum(run_blocks(work, len(rows), V)) / max(count, 1)
     return logits.dtype.type(loss), CrossEntropyCache(probs, safe, counted, count)
 
 
