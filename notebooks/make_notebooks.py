@@ -58,23 +58,29 @@ MAIN = [
     md("""
 # 主文：《Transformer 怎样处理一句话：从 Attention 到完整计算过程》
 
-这个笔记本按文章的小节顺序走一遍：每节先用 npformer 重算文章里的数，并用 `assert`
-核对（文章印三位小数，就核对到 5e-4）；再画出这一节的图；最后一个“改一改，看看”单元，
-换一个数重新运行，观察什么变了。文章的例句（“货有质量问题时，运费由谁出？”“商家 承担 运费”
-“买家付钱给商家”）直接当作数据使用。
+这个笔记本按文章的小节顺序演示，小节标题照录文章。每一节先用 npformer 重算文章里的数，
+并用 `assert` 核对（文章给出的数保留三位小数，所以核对时允许 5e-4 的误差）；再画出这一节的图；
+最后是一个“改一改，看看”单元：换一个数重新运行，看看什么变了。
 
-运行方式：在仓库根目录 `pip install -e .`，然后 `jupyter notebook notebooks/`。
+文章拿来当例子的句子，这里原样引用，引号里的文字照抄文章：“商品有质量问题，运费谁承担？”
+“商家 承担 运费”“客户退款给商家”“商家退款给客户”。
+
+另有一句是我们的例句，和文章的第一句对照：“无理由退货，运费谁承担？”
+
+运行方式：在仓库根目录安装画图用的 plot 附加包和 Jupyter，
+`pip install -e '.[plot]' nbclient nbformat ipykernel jupyter`，然后 `jupyter notebook notebooks/`。
+只装 `pip install -e .` 的话，第一张图就会因为缺少 matplotlib 而报错。
 """),
     code(SETUP),
     md("""
-## 开篇：同一个 Token，查到的向量总是同一行
+## 开篇（第一个小节标题之前）
 
-“运费”在两句话里查到的 Embedding 完全相同，前文还没有起作用。代码：`t01_embedding.py` 的
+“运费”在文章的句子和我们的例句里查到的 Embedding 完全相同：这时前文还没有起作用。代码：`t01_embedding.py` 的
 `Embedding`；数字：`npformer examples 01`；图：`01_token_vectors.png`。
 """),
     code('''
 from npformer import Embedding
-sentences = ["货有质量问题时，运费由谁出？", "无理由退货时，运费由谁出？"]
+sentences = ["商品有质量问题，运费谁承担？", "无理由退货，运费谁承担？"]   # 文章的例句、我们的例句
 vocab = sorted(set("".join(sentences)))
 ids = [np.array([[vocab.index(c) for c in s]]) for s in sentences]
 table = Embedding(len(vocab), 8, rng=np.random.default_rng(0), dtype=np.float64)
@@ -85,7 +91,7 @@ print("两句中“运”的向量相同：", np.round(rows[0][yun[0]], 3))
 show(pictures.token_vectors)        # npformer examples 01 的图：查表之后、经过一个 Block 之后
 '''),
     md("""
-## 第一节：位置之间要互通信息
+## 先看位置之间为什么需要交换信息
 
 X 的形状是 4 × 8：四个位置，每个位置八个数。只对每行做同样的变换，行与行之间没有交流；
 对前文求平均，读取方式又不随问题改变。数字：`npformer examples 01`、`npformer examples 18`；图：`18_averaging_vs_attention.png`。
@@ -108,7 +114,7 @@ X2 = X.copy(); X2[2] += 5.0
 print(np.abs(X2 @ W - row_wise).max(axis=1).round(3))
 '''),
     md("""
-## 第二节：一份输入，三种投影
+## Q、K、V 从同一个输入出来，为什么却不同
 
 q = xWq，k = xWk，v = xWv：三组不同的矩阵。npformer 把三者放在一个融合投影里
 （`t04_attention.py` 的 `MultiHeadAttention.qkv`，再由 `split_heads` 切开）。
@@ -166,7 +172,7 @@ out, _ = attend(np.array([[1.0, 1.0]]), k, v)
 print(out.round(3))
 '''),
     md("""
-## 第三节：不许偷看后文
+## 训练时答案已经在后面，模型怎样避免偷看
 
 训练文本“商家 承担 运费”：因果掩码 M 把未来位置的分数设为负无穷，softmax 后权重为 0；
 每个位置都能看自己。左侧补齐的位置由填充掩码遮住。代码：`t04_attention.py` 的
@@ -193,7 +199,7 @@ show(pictures.masks)
 print(softmax(S).round(3)[0], "对比", W_causal.round(3)[0])
 '''),
     md("""
-## 第四节：多个头各有分工
+## 多头不是多算几遍同样的东西
 
 d = 8、两个头，每头 D = 4：X [B, N, 8] → Q [B, 2, N, 4]，每个头一张 [N, N] 权重表，拼回
 [B, N, 8] 再乘 Wo。代码：`MultiHeadAttention`（`split_heads`、`out`）；数字：`npformer examples 04`、`23`；
@@ -219,9 +225,9 @@ y4, c4 = mha4.forward(Xb, mask=causal_mask(5))
 print(mha4.head_dim, c4.weights.shape, y4.shape)
 '''),
     md("""
-## 第五节：让顺序进入匹配
+## 位置编码怎样让顺序进入匹配
 
-“买家付钱给商家”和“商家付钱给买家”的字一样、方向相反。加位置向量：xᵢ = token + position；
+文章的例子“客户退款给商家”和“商家退款给客户”用的字完全一样，付款方向却相反。加位置向量：xᵢ = token + position；
 RoPE 则旋转 Q、K 的分量对：q、k 都是 [1, 0]，角度差 60° 时点积为 0.5，而且只和位置差有关。
 代码：`t01_embedding.py` 的 `LearnedPositions`、`sinusoid_table`，`t05_rope.py` 的 `Rotary`、`rotate`；
 数字：`npformer examples 05`、`06`、`21`；图：`05_sinusoid.png`、`05_rope.png`、`06_word_order.png`、
@@ -229,7 +235,7 @@ RoPE 则旋转 Q、K 的分量对：q、k 都是 [1, 0]，角度差 60° 时点�
 """),
     code('''
 from npformer.t05_rope import Rotary, rotate
-a, b = "买家付钱给商家", "商家付钱给买家"
+a, b = "客户退款给商家", "商家退款给客户"
 assert sorted(a) == sorted(b) and a != b                 # 同样的字，不同的顺序
 
 def turn(vec, degrees):
@@ -257,7 +263,7 @@ show(pictures.rotary_past_trained_length)
 print(at(rq, 0) @ at(rk, 4), at(rq, 10) @ at(rk, 14), at(rq, 0) @ at(rk, 3))
 '''),
     md("""
-## 第六节：Attention 之后的 FFN、残差、归一化
+## Attention 后面为什么还需要 FFN、残差和归一化
 
 文章的 FFN：x = [1, -1]，W₁ = [[1,0,1],[0,1,-1]] 得 [1,-1,2]，ReLU 得 [1,0,2]，乘 W₂ 得 [1,2]。
 SwiGLU 门：3 × 0.2 = 0.6。残差：[2,1] + [0.1,-0.2] = [2.1,0.8]。LayerNorm([1,3]) = [-1,1]，
@@ -304,7 +310,7 @@ for f in (lambda t: layernorm_forward(t, np.ones(2), np.zeros(2), eps=0.0)[0],
     print(f(np.array([[[1.0, 5.0]]]))[0, 0].round(3))
 '''),
     md("""
-## 第七节：从最后一层到下一个 Token 的分数
+## 多层之后，怎样变成下一个 Token 的分数
 
 教学词表只有“商家”“买家”“未知”，logits [2, 1, 0]，softmax ≈ [0.665, 0.245, 0.090]。
 代码：`t10_model.py` 的 `DecoderLM.forward`、`TiedHead`，`t03_softmax.py` 的 `softmax`，
@@ -323,7 +329,7 @@ show(pictures.logits_to_probabilities)
 print(softmax(logits + 10).round(3), softmax(2 * logits).round(3))
 '''),
     md("""
-## 第八节：整条前向链写成小程序
+## 把整条链写成一个小型前向程序
 
 文章的 TinyDecoder：词表 50、宽度 8、两个头、最长 16，输入 ID 3 8 12 5 17 42 23 6。
 npformer 的同一结构是 `DecoderLM(DecoderConfig(...))`（`t10_model.py`）；逐层走一遍：
@@ -352,7 +358,7 @@ l4, c4 = m4.forward(ids)
 print(m4.config.head_dim, c4.attention(0).shape, l4.shape)
 '''),
     md("""
-## 第九节：GQA 与 MoE 各改了哪里
+## 再看 GQA 和 MoE：它们修改了哪一部分
 
 32 个 Query 头配 8 个 KV 头：每四个 Query 头共享一组 K/V，缓存降到四分之一；八个一千万参数的专家，
 每个 Token 选两个：专家共八千万，活跃两千万。最后是三种骨干结构的可见范围。代码：
@@ -382,17 +388,34 @@ print(kv_bytes(1) / kv_bytes(H))
 
 OVERVIEW = [
     md("""
-# 概览：《Transformer 到底在算什么？》（副标题讲 Attention）
+# 概览：《Transformer 到底在算什么？一文看懂 Attention》
 
-按文章的十六节加总结逐节走：先用 npformer 重算（`assert` 核对文章的数或性质），再看图，最后一个
-“改一改，看看”。文章的例句（“狗追猫 / 猫追狗”“小红把书塞进箱子，因为它很大。”）当作数据。
+这个笔记本按文章的十六个小节和总结依次演示，小节标题照录文章。每一节先用 npformer 重算
+（用 `assert` 核对文章的数或性质），再看图，最后是一个“改一改，看看”单元。
+
+文章拿来当例子的句子，这里原样引用，引号里的文字照抄文章：“狗追猫”“猫追狗”
+“小明把杯子放到桌子上，因为它很稳。”
+
+另有一句是我们的例句，只改了文章例句的最后一个词：“小明把杯子放到桌子上，因为它很满。”
+
+运行方式：在仓库根目录安装画图用的 plot 附加包和 Jupyter，
+`pip install -e '.[plot]' nbclient nbformat ipykernel jupyter`，然后 `jupyter notebook notebooks/`。
+只装 `pip install -e .` 的话，第一张图就会因为缺少 matplotlib 而报错。
 """),
     code(SETUP),
+    md("""
+## 开篇（第一个小节标题之前）
+
+Token ID 只是整数，本身没有语义；Transformer 把这些编号变成随上下文变化的内部表示，再预测下一个
+Token。`npformer tour` 把文章的小模型从 ID 走到下一个 Token 的概率，打印每一步的形状。
+"""),
     md("""
 ## 一、一张图看懂 Transformer 的分工
 
 Embedding + 位置 → Self-Attention → 残差与归一化 → MLP → 残差与归一化 → 重复 → Logits → Softmax。
-`npformer tour` 按这个顺序打印每一步的形状；代码：`t09_block.py` 的 `PreNormBlock`，`t10_model.py` 的 `DecoderLM`。
+图里的归一化放在残差相加之后，对应 `t09_block.py` 的 `PostNormBlock`；主文和 npformer 默认的模型
+把归一化放在前面（`PreNormBlock`）。`npformer tour` 按这个顺序打印每一步的形状；模型：`t10_model.py`
+的 `DecoderLM`。
 """),
     code('''
 from npformer.cli.tour import walk, TUTORIAL_IDS
@@ -428,7 +451,7 @@ show(pictures.token_vectors)
 print(emb.astype(np.float64)(np.array([[7]])).nbytes)
 '''),
     md("""
-## 三、位置信息为何必需
+## 三、为什么需要位置信息？
 
 “狗追猫”和“猫追狗”：没有位置时，自注意力对排列是等变的——换了顺序，每个字得到的向量也只是跟着换了位置，
 整句的“集合”完全一样。加上位置向量后就不同了。代码：`LearnedPositions`、`DecoderConfig.positions`；
@@ -462,12 +485,12 @@ show(pictures.word_order)
     md("""
 ## 四、Self-Attention 解决什么问题？
 
-“小红把书塞进箱子，因为它很大。”——“它”的位置需要从前文读取信息。下面用随机权重的小模型看
+文章的例句“小明把杯子放到桌子上，因为它很稳。”：“它”所在的位置需要从前文读取信息。下面用随机权重的小模型看
 “它”这一行的权重：可以读所有之前的字，但随机模型的权重没有语义。代码：`t04_attention.py`。
 """),
     code('''
 from npformer.t04_attention import causal_mask
-sentence = "小红把书塞进箱子，因为它很大。"
+sentence = "小明把杯子放到桌子上，因为它很稳。"                 # 文章的例句
 chars = list(sentence)
 vocab = sorted(set(chars))
 tok = Embedding(len(vocab), 8, rng=np.random.default_rng(0), dtype=np.float64)
@@ -481,7 +504,7 @@ show(pictures.averaging_vs_attention)
 show(pictures.weights_are_not_causes)
 '''),
     change('''
-# 把句子改成 "小红把书塞进箱子，因为它很薄。"，再运行上一格：随机模型并不会因此改判。
+# 换成我们的例句 "小明把杯子放到桌子上，因为它很满。"，再运行上一格：随机权重的模型不会因此改变读法。
 '''),
     md("""
 ## 五、Query、Key 和 Value
@@ -526,7 +549,7 @@ show(pictures.score_table)
 print(softmax(K[:3] @ step1 / 2) @ V[:3], step4)
 '''),
     md("""
-## 七、为什么要除以 √dₖ？
+## 七、为什么要除以 \\sqrt{d_k}？
 
 分量方差为 1 的 q、k，点积的方差是 D，标准差 √D；除以 √D 后回到 1。分数差太大时 softmax 接近 1 和 0。
 代码：`attention_forward` 的 `scale`；数字：`npformer examples 20`；图：`20_score_variance.png`。
@@ -565,7 +588,7 @@ show(pictures.one_head_versus_two)
 print(MultiHeadAttention(8, 8, rng=np.random.default_rng(7)).head_dim)
 '''),
     md("""
-## 九、因果遮罩的用处
+## 九、为什么需要因果遮罩？
 
 位置 t 只能看位置 1～t。“因果遮罩”与主文的“因果掩码”是同一个东西（`causal_mask`）。
 数字：`npformer examples 03`；图：`03_masks.png`。
@@ -697,7 +720,7 @@ show(pictures.kv_memory)
 # 把前缀长度 4 改成 1：一个一个地喂，结果仍然一样。
 '''),
     md("""
-## 十六、长上下文的计算代价
+## 十六、上下文越长，计算为何越贵？
 
 注意力表是 N × N：长度翻倍，分数个数变成四倍；滑动窗口把它限制在 N × w。数字：`npformer examples 15`；
 图：`15_attention_cost.png`。
@@ -719,10 +742,10 @@ print(sliding_window_mask(512, 64).sum(axis=1).max())
     md("""
 ## 本篇总结
 
-1. Embedding 把 Token ID 变成向量（第二节）；2. 位置信息让模型理解顺序（第三节）；
-3. Attention 跨位置读取（第四～八节）；4. MLP 在位置内部做非线性计算（第十节）；
-5. 第九节：遮住未来的位置；6. 第十一、十二节：残差与归一化稳住深层网络；
-7. KV Cache 加速生成，但占显存（第十五节）。下一步：`npformer exercises ws` 自己写一遍反向传播。
+1. Embedding 把 Token ID 变成向量（二）；2. 位置信息让模型理解顺序（三）；
+3. Attention 跨位置读取（四至八）；4. MLP 在位置内部做非线性计算（十）；
+5. 因果遮罩挡住未来的位置（九）；6. 残差与归一化让深层网络稳定（十一、十二）；
+7. KV Cache 加速生成，但占用显存（十五）。下一步：`npformer exercises ws` 自己写一遍反向传播。
 """),
 ]
 

@@ -60,3 +60,30 @@ FUNCTION_PAIRS = {
     "silu": (silu_forward, silu_backward),
     "tanh": (tanh_forward, tanh_backward),
 }
+
+# What ``from npformer import *`` gives and what help(npformer) lists: every name imported
+# above (the sub-modules stay reachable as attributes, e.g. ``npformer.t04_attention``).
+__all__ = [
+    "Cache", "Module", "Parameter", "current_track", "track", "use_track", "Embedding",
+    "Embeddings", "LearnedPositions", "SinusoidalPositions", "sinusoid_table", "Linear",
+    "linear_backward", "linear_forward", "softmax", "softmax_backward", "softmax_forward",
+    "DotProductAttention", "MultiHeadAttention", "attention_backward", "attention_forward",
+    "causal_mask", "grouped_attention_backward", "grouped_attention_forward", "may_read",
+    "padding_mask", "scaled_dot_product_attention", "sliding_window_mask", "Rotary",
+    "gelu_backward", "gelu_forward", "gelu_tanh_backward", "gelu_tanh_forward", "relu_backward",
+    "relu_forward", "silu_backward", "silu_forward", "tanh_backward", "tanh_forward", "FFN",
+    "SwiGLU", "swiglu_gate_backward", "swiglu_gate_forward", "LayerNorm", "RMSNorm",
+    "layernorm_backward", "layernorm_forward", "rmsnorm_backward", "rmsnorm_forward",
+    "BlockConfig", "PostNormBlock", "PreNormBlock", "build_block", "DecoderConfig", "DecoderLM",
+    "TiedHead", "IGNORE_INDEX", "cross_entropy", "cross_entropy_backward",
+    "cross_entropy_forward", "log_softmax_backward", "log_softmax_forward", "Generation",
+    "generate", "generate_text", "next_token_probs", "KVCache", "MoE", "MoECounts",
+    "active_parameters", "Encoder", "EncoderConfig", "Pooler", "l2_normalize_backward",
+    "l2_normalize_forward", "mean_pool_backward", "mean_pool_forward", "CrossAttention",
+    "EncoderDecoder", "EncoderDecoderBlock", "Seq2SeqConfig", "BlockwiseAttention",
+    "flash_attention_backward", "flash_attention_forward", "GradcheckError", "GradcheckReport",
+    "assert_gradcheck", "gradcheck", "CheckpointError", "CheckpointSaveError",
+    "load_checkpoint", "save_checkpoint", "TrainConfig", "TrainingDiverged", "train", "SGD",
+    "AdamW", "adamw_update", "clip_grad_norm", "warmup_cosine", "ByteTokenizer",
+    "CharTokenizer", "FUNCTION_PAIRS"
+]

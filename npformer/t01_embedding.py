@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .core.module import Cache, Module, Parameter, init_normal
-from .core.validate import check_ids, check_padding_idx, check_positions, check_rng
+from .core.validate import (check_eps, check_ids, check_padding_idx, check_positions, check_positive,
+                             check_rng)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ class Embedding(Module):
     """
 
     def __init__(self, vocab_size, d, rng=None, std=0.02, dtype=np.float32, padding_idx=None):
+        check_positive("vocab_size", vocab_size)
+        check_positive("d", d)
         self.padding_idx = check_padding_idx("padding_idx", padding_idx, vocab_size)
         table = init_normal(check_rng(rng), (vocab_size, d), std, dtype)
         if self.padding_idx is not None:
@@ -72,6 +75,9 @@ class Embedding(Module):
 class LearnedPositions(Embedding):
     """positions [N] or [B, N] (integers in [0, max_len)) -> learned vectors [..., d]."""
 
+    def __init__(self, max_len, d, rng=None, std=0.02, dtype=np.float32):
+        super().__init__(check_positive("max_len", max_len), d, rng, std, dtype)
+
     def forward(self, positions):
         """positions [N] or [B, N] -> (their learned vectors, cache)."""
         return super().forward(check_positions("positions", positions, self.weight.shape[0]))
@@ -79,6 +85,9 @@ class LearnedPositions(Embedding):
 
 def sinusoid_table(max_len, d, base=10000.0):
     """[max_len, d] table: even columns sin(p * w_i), odd columns cos(p * w_i), w_i = base^(-2i/d)."""
+    check_positive("max_len", max_len)
+    check_positive("d", d)
+    check_eps("base", base)
     p = np.arange(max_len)[:, None]
     w = base ** (-np.arange(0, d, 2) / d)
     table = np.zeros((max_len, d))

@@ -21,7 +21,7 @@ import numpy as np
 
 from .core.module import Cache, Module, Parameter, init_normal
 from .core.track import fast_twin
-from .core.validate import check_float, check_last_dim, check_rng
+from .core.validate import check_float, check_last_dim, check_positive, check_rng
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,8 @@ class Linear(Module):
     """
 
     def __init__(self, d_in, d_out, bias=True, rng=None, std=None, dtype=np.float32):
+        check_positive("d_in", d_in)
+        check_positive("d_out", d_out)
         std = 1.0 / np.sqrt(d_in) if std is None else std
         self.weight = Parameter(init_normal(check_rng(rng), (d_in, d_out), std, dtype))
         self.bias = Parameter(np.zeros(d_out, dtype)) if bias else None

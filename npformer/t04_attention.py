@@ -44,8 +44,8 @@ from .t03_softmax import SoftmaxCache, softmax_backward, softmax_forward
 from .t02_linear import Linear
 from .core.module import Cache, Module
 from .core.track import fast_twin
-from .core.validate import (check_grouped_qkv, check_heads, check_mask, check_qkv, check_rng,
-                            check_window)
+from .core.validate import (check_grouped_qkv, check_heads, check_mask, check_positive, check_qkv,
+                            check_rng, check_window)
 
 
 # -- masks ------------------------------------------------------------------------
@@ -74,14 +74,23 @@ def causal_mask(n, m=None):
     With m = n this is the lower triangle, diagonal included (each position
     reads itself and earlier ones).
     """
-    return causal_table(n, m)
+    return causal_table(*_check_table(n, m))
 
 
 def sliding_window_mask(n, window, m=None):
     """Causal, and at most the ``window`` most recent keys (itself included): [n, m]."""
     if window is None:
         raise ValueError("window: expected an integer >= 1, got None")
-    return causal_table(n, m, check_window(window))
+    return causal_table(*_check_table(n, m), check_window(window))
+
+
+def _check_table(n, m):
+    """n queries (>= 1) among m positions (None: n; else >= n)."""
+    check_positive("n", n)
+    if m is not None and (isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < n):
+        raise ValueError(f"m: expected an integer >= n={n} (the queries are the last n of m "
+                         f"positions) or None, got {m!r}")
+    return n, m
 
 
 def padding_mask(lengths=None, n=None, key_mask=None, side="right"):

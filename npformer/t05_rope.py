@@ -37,7 +37,7 @@ import numpy as np
 
 from .core.module import Cache, Module
 from .core.track import fast_twin
-from .core.validate import check_choice
+from .core.validate import check_choice, check_eps, check_positive
 
 
 LAYOUTS = ("half", "interleaved")
@@ -86,6 +86,11 @@ class Rotary(Module):
     LAYOUTS = LAYOUTS
 
     def __init__(self, head_dim, base=10000.0, layout="half", fraction=1.0):
+        check_positive("head_dim", head_dim)
+        check_eps("base", base)
+        if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
+            raise ValueError(f"fraction: expected a number in (0, 1] (the share of each head "
+                             f"rotated), got {fraction!r}")
         rotated = 2 * (int(head_dim * fraction) // 2)          # D_rot: pairs, an even count
         check_choice("layout", layout, LAYOUTS)
         if rotated < 2:

@@ -28,7 +28,7 @@ from .t06_activations import ACTIVATIONS, silu_backward, silu_forward
 from .t02_linear import Linear
 from .core.module import Cache, Module
 from .core.track import fast_twin
-from .core.validate import check_choice, check_rng
+from .core.validate import check_choice, check_positive, check_rng
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,9 @@ class FFN(Module):
     def __init__(self, d, hidden=None, mult=4, activation="gelu", bias=True, rng=None,
                  dtype=np.float32, out_std=None):
         self.activation = check_choice("activation", activation, sorted(ACTIVATIONS))
-        hidden, rng = mult * d if hidden is None else hidden, check_rng(rng)
+        check_positive("d", d)
+        hidden = check_positive("mult", mult) * d if hidden is None else check_positive("hidden", hidden)
+        rng = check_rng(rng)
         self.up = Linear(d, hidden, bias, rng, dtype=dtype)
         self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)
 
@@ -121,7 +123,9 @@ class SwiGLU(Module):
     """
 
     def __init__(self, d, hidden=None, bias=False, rng=None, dtype=np.float32, out_std=None):
-        hidden, rng = 4 * d if hidden is None else hidden, check_rng(rng)
+        check_positive("d", d)
+        hidden = 4 * d if hidden is None else check_positive("hidden", hidden)
+        rng = check_rng(rng)
         self.gate = Linear(d, hidden, bias, rng, dtype=dtype)
         self.up = Linear(d, hidden, bias, rng, dtype=dtype)
         self.down = Linear(hidden, d, bias, rng, std=out_std, dtype=dtype)

@@ -29,7 +29,7 @@ import numpy as np
 from .t02_linear import sum_over_positions
 from .core.module import Cache, Module, Parameter
 from .core.track import fast_twin
-from .core.validate import check_float, check_last_dim
+from .core.validate import check_float, check_last_dim, check_non_negative, check_positive
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,8 @@ class LayerNorm(Module):
     """x [..., d] -> normalised to zero mean, unit variance per position, then gamma, beta."""
 
     def __init__(self, d, eps=1e-5, dtype=np.float32):
-        self.eps = eps
+        self.eps = check_non_negative("eps", eps)       # 0: exact, for inputs that are not constant
+        check_positive("d", d)
         self.gamma = Parameter(np.ones(d, dtype))
         self.beta = Parameter(np.zeros(d, dtype))
 
@@ -118,7 +119,8 @@ class RMSNorm(Module):
     """x [..., d] -> x / rms(x) * gamma, rms(x) = sqrt(mean(x^2) + eps)."""
 
     def __init__(self, d, eps=1e-6, dtype=np.float32):
-        self.eps = eps
+        self.eps = check_non_negative("eps", eps)       # 0: exact, for inputs that are not all zero
+        check_positive("d", d)
         self.gamma = Parameter(np.ones(d, dtype))
 
     def forward(self, x):

@@ -32,8 +32,9 @@ from .t06_activations import ACTIVATIONS
 from .core.module import Cache, Module
 from .t14_moe import MoE
 from .t08_norm import NORMS
-from .t05_rope import Rotary
-from .core.validate import check_choice, check_eps, check_heads, check_positive, check_window
+from .t05_rope import LAYOUTS as ROPE_LAYOUTS, Rotary
+from .core.validate import (check_choice, check_eps, check_heads, check_non_negative,
+                            check_optional_positive, check_positive, check_window)
 
 FFNS = ("relu", "gelu", "gelu_tanh", "swiglu")
 ATTENTION_KERNELS = {"plain": DotProductAttention, "flash": BlockwiseAttention}
@@ -136,6 +137,15 @@ class BlockConfig:
         check_choice("norm", self.norm, tuple(NORMS))
         check_eps("norm_eps", self.norm_eps)
         check_choice("ffn", self.ffn, FFNS)
+        check_optional_positive("ffn_hidden", self.ffn_hidden, "4 * d_model")
+        check_non_negative("init_std", self.init_std)
+        check_eps("rope_theta", self.rope_theta)
+        check_choice("rope_layout", self.rope_layout, ROPE_LAYOUTS)
+        if not (isinstance(self.rope_fraction, (int, float)) and 0 < self.rope_fraction <= 1):
+            raise ValueError(f"rope_fraction: expected a number in (0, 1], got {self.rope_fraction!r}")
+        if not (isinstance(self.moe_aux_weight, (int, float, np.floating))
+                and np.isfinite(self.moe_aux_weight)):     # any sign: gradient checks draw it
+            raise ValueError(f"moe_aux_weight: expected a finite number, got {self.moe_aux_weight!r}")
         check_choice("attention", self.attention, tuple(ATTENTION_KERNELS))
         check_window(self.window)
         if self.window is not None and not self.causal:

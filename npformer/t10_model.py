@@ -144,6 +144,8 @@ class DecoderLM(Module):
 
     def __init__(self, config=None, rng=None, dtype=np.float32):
         config = DecoderConfig() if config is None else config
+        if not isinstance(config, DecoderConfig):
+            raise TypeError(f"config: expected a DecoderConfig or None, got {type(config).__name__}")
         config.validate()
         rng = check_rng(rng)
         self.config = config

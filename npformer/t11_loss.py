@@ -77,7 +77,7 @@ def check_targets(logits, targets, ignore_index):
 def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
     """logits [..., V], targets [...] integer ids (or ``ignore_index``) -> (scalar loss, cache).
 
-    If every target is ignored the loss is 0 and the gradient is all zeros.
+    If every target is ignored the loss is 0.0 (positive zero) and the gradient is all zeros.
     """
     targets, counted = check_targets(logits, targets, ignore_index)
     safe = np.where(counted, targets, 0)                                  # any id where ignored
@@ -85,6 +85,8 @@ def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
     picked = np.take_along_axis(log_probs, safe[..., None], axis=-1)[..., 0]   # log p(target)
     count = int(counted.sum())
     loss = -np.sum(picked * counted) / max(count, 1)
+    if count == 0:
+        loss = 0.0      # no counted target: +0.0 (the line above gives -0.0), gradient all zero
     return logits.dtype.type(loss), CrossEntropyCache(log_softmax.probs, safe, counted, count)
 
 

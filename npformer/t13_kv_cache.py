@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .t04_attention import causal_table
+from .core.validate import check_positive
 
 
 class LayerKV:
@@ -65,6 +66,9 @@ class KVCache:
     """
 
     def __init__(self, n_layers, batch, n_kv_heads, capacity, head_dim, dtype=np.float32):
+        for name, size in (("n_layers", n_layers), ("batch", batch), ("n_kv_heads", n_kv_heads),
+                           ("capacity", capacity), ("head_dim", head_dim)):
+            check_positive(name, size)
         self.capacity, self.length = capacity, 0
         shape = (n_layers, batch, n_kv_heads, capacity, head_dim)
         self.k = np.zeros(shape, dtype)

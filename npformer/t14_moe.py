@@ -138,6 +138,7 @@ class MoE(Module):
 
     def __init__(self, d, n_experts, top_k=2, hidden=None, expert="swiglu", bias=False,
                  aux_weight=0.01, rng=None, dtype=np.float32, out_std=None):
+        check_positive("d", d)
         check_positive("n_experts", n_experts)
         if not isinstance(top_k, (int, np.integer)) or not 1 <= top_k <= n_experts:
             raise ValueError(f"top_k: expected an integer in [1, n_experts={n_experts}], got {top_k!r}")

@@ -155,6 +155,8 @@ class Encoder(Module):
 
     def __init__(self, config=None, rng=None, dtype=np.float32):
         config = EncoderConfig() if config is None else config
+        if not isinstance(config, EncoderConfig):
+            raise TypeError(f"config: expected an EncoderConfig or None, got {type(config).__name__}")
         config.validate()
         rng = check_rng(rng)
         self.config = config

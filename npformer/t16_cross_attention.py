@@ -25,7 +25,8 @@ import numpy as np
 from .t04_attention import DotProductAttention
 from .t02_linear import Linear
 from .core.module import Cache, Module
-from .core.validate import check_float, check_heads, check_mask, check_reader_and_memory, check_rng
+from .core.validate import (check_float, check_heads, check_mask, check_positive,
+                             check_reader_and_memory, check_rng)
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class CrossAttention(Module):
                  dtype=np.float32, out_std=None, kernel=None):
         n_kv_heads, rng = check_heads(d, n_heads, n_kv_heads), check_rng(rng)
         self.kernel = DotProductAttention() if kernel is None else kernel
-        d_memory = d if d_memory is None else d_memory
+        d_memory = d if d_memory is None else check_positive("d_memory", d_memory)
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, d // n_heads
         self.q = Linear(d, d, bias, rng, dtype=dtype)
         self.kv = Linear(d_memory, 2 * n_kv_heads * self.head_dim, bias, rng, dtype=dtype)

@@ -161,6 +161,8 @@ class Seq2SeqConfig(ConfigDict):
         """ValueError naming the first field that cannot describe the model."""
         for name in ("vocab_size", "n_decoder_layers"):
             check_positive(name, getattr(self, name))
+        if self.src_vocab_size is not None:
+            check_positive("src_vocab_size", self.src_vocab_size)
         check_choice("positions", self.positions, SEQ2SEQ_POSITIONS)
         if self.share_embeddings and self.src_vocab_size not in (None, self.vocab_size):
             raise ValueError(f"src_vocab_size: share_embeddings needs one vocabulary, got "
@@ -248,6 +250,8 @@ class EncoderDecoder(Module):
 
     def __init__(self, config=None, rng=None, dtype=np.float32):
         config = Seq2SeqConfig() if config is None else config
+        if not isinstance(config, Seq2SeqConfig):
+            raise TypeError(f"config: expected a Seq2SeqConfig or None, got {type(config).__name__}")
         config.validate()
         rng = check_rng(rng)
         self.config = config

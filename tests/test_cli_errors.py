@@ -6,12 +6,15 @@ acceptance, lost work) and the usual suspects around them. Placeholders:
 {file} a regular file, {old} a copy of a first-layout checkpoint, and damaged copies.
 """
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from npformer.cli import main
+from npformer.cli import COMMANDS, main
 
 TINY = ["--no-progress", "--d-model", "16", "--layers", "1", "--heads", "2", "--batch-size", "8"]
 FIRST_LAYOUT = Path(__file__).parent / "data" / "checkpoint_v1_reverse"
@@ -34,6 +37,9 @@ def places(tmp_path_factory):
     text = root / "notes.txt"
     text.write_text("退货运费由谁承担？质量问题由商家承担。" * 20, encoding="utf-8")
     (root / "file.txt").write_text("just a file")
+    os.mkfifo(root / "fifo")
+    with open(root / "big.txt", "wb") as f:         # sparse: 17 MiB of size, no disk used
+        f.truncate(17 * 2 ** 20)
     assert main(["train", "--data", "reverse", "--steps", "5", "--out", str(root / "run"), *TINY]) == 0
     assert main(["train", "--text", str(text), "--seq-len", "16", "--steps", "30", "--out",
                  str(root / "trun"), *TINY]) == 0
@@ -132,6 +138,49 @@ BAD = [
     ("generate {run} --prompt ''", 2, r"--prompt: expected a non-empty prompt"),
     ("generate {run} --prompt hello", 2, r"--prompt: .*not in the vocabulary"),
     ("generate {run} --prompt 1234567890123", 2, r"--prompt: 14 tokens leave no room in the model's 12"),
+    # every file argument: a regular file, bounded; every directory: one that can be written.
+    # /dev/null stands for any device (reading it ends at once, so a regression fails here
+    # instead of hanging or filling the memory); written files are tried on a FIFO, which a
+    # regression would replace in the test's own folder, never a device of the machine
+    ("train --text /dev/null --out {tmp}/a", 2, r"--text: /dev/null is a character device, "
+                                                r"expected a UTF-8 text file$"),
+    ("train --text {big} --out {tmp}/a", 2, r"--text: .*big.txt holds 17.0 MiB, more than the "
+                                            r"16.0 MiB npformer reads from one; .*a part of it$"),
+    ("train --text '' --out {tmp}/a", 2, r"--text: expected a UTF-8 text file, got an empty path ''$"),
+    ("train --out '' --data add", 2, r"--out: expected a directory, got an empty path ''$"),
+    ("train --out /proc/npformer-nowhere --data add", 2, r"--out: cannot create /proc/npformer-nowhere \("),
+    ("train --plot '' --out {tmp}/a", 2, r"--plot: expected a directory, got an empty path ''$"),
+    ("train --plot /proc/npformer-nowhere --out {tmp}/a", 2, r"--plot: cannot create /proc/"),
+    ("demo --out ''", 2, r"--out: expected a directory, got an empty path ''$"),
+    ("demo --plot ''", 2, r"--plot: expected a directory, got an empty path ''$"),
+    ("tour --plot ''", 2, r"--plot: expected a directory, got an empty path ''$"),
+    ("tour --plot /proc/npformer-nowhere", 2, r"--plot: cannot create /proc/npformer-nowhere"),
+    ("examples 02 --plot ''", 2, r"--plot: expected a directory, got an empty path ''$"),
+    ("examples --dir ''", 2, r"--dir: expected the worked_examples folder, got an empty path ''$"),
+    ("generate '' --prompt 12>", 2, r"checkpoint: expected a checkpoint directory, got an empty path"),
+    ("generate /dev/null --prompt 12>", 2, r"checkpoint directory /dev/null is not a directory"),
+    ("conform --component softmax {file}:f", 2, r"file.txt: cannot be loaded: SyntaxError"),
+    ("conform --component softmax /dev/null:f", 2, r"FILE.py:FUNCTION: /dev/null is a character "
+                                                   r"device, expected a Python source file$"),
+    ("conform --component softmax {tmp}/missing.py:f", 2, r"FILE.py:FUNCTION: file .*missing.py "
+                                                          r"does not exist$"),
+    ("exercises ''", 2, r"DIR: expected a directory, got an empty path ''$"),
+    ("exercises /proc/npformer-nowhere", 2, r"DIR: cannot create /proc/npformer-nowhere"),
+    ("exercises {tmp}/ws --course {fifo}", 2, r"--course: .*fifo is a FIFO \(named pipe\), expected "
+                                              r"a regular file to write$"),
+    ("exercises {tmp}/ws --course ''", 2, r"--course: expected a file to write, got an empty path"),
+    ("grade ''", 2, r"DIR: expected a workspace directory, got an empty path ''$"),
+    ("grade {tmp} --course /dev/null --out {tmp}/book", 2, r"--course: /dev/null is a character "
+                                                           r"device, expected a course file"),
+    ("grade {tmp} --course {file} --out ''", 2, r"--out: expected the folder to write the gradebook"),
+    # arguments no sub-command takes are named by the sub-command that was given
+    ("tour extra", 2, r"^npformer tour: error: unrecognized arguments: extra \(see npformer tour --help\)$"),
+    ("gradcheck --tol 1e-6 extra", 2, r"^npformer gradcheck: error: unrecognized arguments: extra"),
+    # a diverging run: numpy's warnings are part of its one line, not printed before it
+    ("train --data reverse --lr 1e6 --steps 30 --out {tmp}/diverged " + " ".join(TINY), 1,
+     r"training diverged and stopped before updating the weights \(numpy warned on the way: "
+     r"overflow encountered in \w+.*\); no checkpoint was saved in .*; try a lower learning rate "
+     r"\(lr=1e\+06\)$"),
     # other commands
     ("examples no-such-example", 2, r"no worked example matches 'no-such-example'"),
     ("examples --dir {tmp}", 2, r"--dir: expected a folder holding NN_name.py"),
@@ -150,11 +199,31 @@ def test_bad_invocation(capsys, places, tmp_path, command, code, pattern):
     import shlex
     names = {p.name: str(p) for p in places.iterdir()}
     argv = shlex.split(command.format(tmp=tmp_path, file=names["file.txt"], text=names["notes.txt"],
-                                      **names))
+                                      big=names["big.txt"], **names))
     result = main(argv)
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert result == code, err
     assert "Traceback" not in err and len(lines) == 1, err
-    assert lines[0].startswith("npformer"), lines[0]
+    # the command that failed, by name (argparse alone names only the program)
+    assert lines[0].startswith(f"npformer {argv[0]}: " if argv[0] in COMMANDS else "npformer: "), lines[0]
     assert re.search(pattern, lines[0]), lines[0]
+
+
+def test_a_file_npformer_writes_is_never_a_device_or_a_pipe(tmp_path):
+    from npformer.files.fileio import write_bytes
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(ValueError, match=r"fifo: a FIFO \(named pipe\), expected a regular file to write"):
+        write_bytes(tmp_path / "fifo", b"data")
+    assert (tmp_path / "fifo").is_fifo() and os.listdir(tmp_path) == ["fifo"]
+
+
+def test_a_diverging_run_prints_its_warnings_only_inside_its_message(tmp_path):
+    """In a fresh process, as a user runs it: stderr is the one line, no numpy warning above."""
+    ran = subprocess.run([sys.executable, "-m", "npformer", "train", "--data", "reverse", "--lr", "1e6",
+                          "--steps", "30", "--out", str(tmp_path / "run"), *TINY],
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 1
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and "RuntimeWarning" not in ran.stderr, ran.stderr
+    assert "numpy warned on the way: overflow encountered" in lines[0]

@@ -186,7 +186,7 @@ def test_absurd_config_sizes_are_refused_before_any_layer_is_built(tmp_path, fie
     copy = _first_layout(tmp_path, lambda model: model.update({field: value}))
     began = time.perf_counter()
     with pytest.raises(CheckpointError, match=rf"^{copy / 'config.json'}: .*{field}={value}.* "
-                                              rf"describe (a model of )?at least [\d,]+ parameters"):
+                                              rf"describe (a model of )?[\d,]+ parameters"):
         load_checkpoint(copy)
     assert time.perf_counter() - began < 5
 

@@ -159,4 +159,16 @@ def test_a_mistyped_track_variable_is_one_line_and_exit_2():
     done = subprocess.run([sys.executable, "-m", "npformer", "tour"], env=env, capture_output=True,
                           text=True)
     assert done.returncode == 2
-    assert done.stderr.strip() == "npformer: error: NPFORMER_TRACK: expected one of plain, fast, got 'fsat'"
+    # named by the command that refused to start, as every usage error is
+    assert done.stderr.strip() == "npformer tour: error: NPFORMER_TRACK: expected one of plain, fast, got 'fsat'"
+
+
+def test_help_lists_the_api_and_nothing_is_left_out_of_all():
+    import inspect
+    import pydoc
+    public = {name for name in dir(nf) if not name.startswith("_")
+              and not inspect.ismodule(getattr(nf, name))}
+    assert set(nf.__all__) == public and len(nf.__all__) == len(set(nf.__all__))
+    shown = pydoc.render_doc(nf, renderer=pydoc.plaintext)
+    for name in ("DecoderLM", "cross_entropy_forward", "gradcheck", "train", "CharTokenizer"):
+        assert f"\n    {name}" in shown or f"class {name}" in shown, name

@@ -42,6 +42,18 @@ def test_rmsnorm_ignores_positive_scale(x, a):
     np.testing.assert_allclose(norm(a * x), norm(x), atol=1e-9)
 
 
+def test_layernorm_by_hand_beyond_the_tutorials_pair():
+    """The article's [1, 3] has variance 1, where dividing by the variance and by the standard
+    deviation agree; these do not. Any two distinct values become [-1, 1] (each is one standard
+    deviation from their mean), and [1, 2, 3] (mean 2, variance 2/3) becomes [-sqrt(3/2), 0, sqrt(3/2)]."""
+    layernorm = LayerNorm(3, eps=0.0).astype(np.float64)
+    for pair in ([1.0, 5.0], [-10.0, 30.0], [0.0, 0.5]):
+        np.testing.assert_allclose(LayerNorm(2, eps=0.0).astype(np.float64)(np.array([pair])),
+                                   [[-1, 1]], atol=1e-12)
+    np.testing.assert_allclose(layernorm(np.array([[1.0, 2.0, 3.0]])),
+                               [[-np.sqrt(1.5), 0, np.sqrt(1.5)]], atol=1e-12)
+
+
 def test_tutorial_values():
     x = np.array([[1.0, 3.0]])
     np.testing.assert_allclose(LayerNorm(2, eps=0.0).astype(np.float64)(x), [[-1, 1]], atol=1e-12)

@@ -202,3 +202,21 @@ def test_the_chinese_index_names_only_pictures_that_are_drawn():
     drawn |= {name for name, _ in pictures.TOUR_PICTURES}
     assert named - drawn == set()
     assert drawn - named == set()                          # every picture is reachable from the page
+
+
+def test_the_word_order_picture_keeps_its_heading_titles_and_labels_apart_and_inside():
+    """Once its heading ran over the panel titles and its axis labels fell off the bottom."""
+    from npformer.pictures.tokens import word_order
+    fig = word_order()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    heading = fig._suptitle.get_window_extent(renderer)
+    inside = fig.bbox
+    for ax in fig.axes:
+        title = ax.title.get_window_extent(renderer)
+        assert not heading.overlaps(title), ax.get_title()
+        for text in (ax.title, ax.xaxis.label, ax.yaxis.label):
+            box = text.get_window_extent(renderer)
+            assert inside.x0 <= box.x0 and box.x1 <= inside.x1, text.get_text()
+            assert inside.y0 <= box.y0 and box.y1 <= inside.y1, text.get_text()
+    fig.clf()

@@ -67,3 +67,29 @@ def test_attention_png_shows_the_characters_of_the_question(tmp_path):
     plt.close(fig)
     missing = [str(w.message) for w in caught if "missing from font" in str(w.message)]
     assert missing == []
+
+
+# -- without a font that has Chinese glyphs ---------------------------------------------------
+@pytest.mark.parametrize("argv", [["examples", "2"], ["tour"]])
+def test_section_pictures_without_a_cjk_font_are_one_line_naming_how_to_get_one(capsys, monkeypatch,
+                                                                               tmp_path, argv):
+    """Pictures labelled in Chinese are refused before any work, not drawn as empty boxes."""
+    import npformer.cli.plot as plot
+    from npformer.cli import main
+    monkeypatch.setattr(plot, "_cjk_font", lambda: None)        # a machine without one
+    code = main(argv + ["--plot", str(tmp_path / "pictures")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0] == (f"npformer {argv[0]}: error: --plot: no font with Chinese characters found, "
+                      f"and the pictures are labelled in Chinese: pip install 'npformer[plot]' (it "
+                      f"brings Noto Sans CJK), or a CJK font for the whole system (e.g. apt install "
+                      f"fonts-noto-cjk)")
+    assert not (tmp_path / "pictures").exists()
+
+
+def test_the_library_refuses_too(monkeypatch, tmp_path):
+    import npformer.cli.plot as plot
+    from npformer import pictures
+    monkeypatch.setattr(plot, "_cjk_font", lambda: None)
+    with pytest.raises(pictures.PlotUnavailable, match=r"^no font with Chinese characters found"):
+        pictures.draw(2, str(tmp_path))

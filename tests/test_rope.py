@@ -175,3 +175,20 @@ def test_an_unknown_pair_layout_is_a_clear_error():
     x = np.ones((1, 1, 2, 4))
     with pytest.raises(ValueError, match=r"layout: expected one of \('half', 'interleaved'\), got 'pairs'"):
         rotate(x, np.ones((2, 2)), np.zeros((2, 2)), layout="pairs")
+
+
+@pytest.mark.parametrize("layout", Rotary.LAYOUTS)
+def test_the_attention_layer_rotates_both_its_queries_and_its_keys(layout):
+    """What the layer compares are R_p q and R_p k, each turned at its own position (the
+    complex-number reference above), not one side only."""
+    attn = attention_with_rope(layout, 3)
+    x = np.random.default_rng(4).standard_normal((1, 5, 12))
+    where = np.array([0, 1, 4, 9, 30])
+    _, cache = attn.forward(x, causal_mask(5), where)
+    q, k, _ = attn.split_heads(attn.qkv(x))                       # before rotation: [1, H, N, D]
+    for h in range(2):
+        for n, p in enumerate(where):
+            np.testing.assert_allclose(cache.attn.q[0, h, n], reference_rotate(attn.rope, q[0, h, n], p),
+                                       atol=1e-12)
+            np.testing.assert_allclose(cache.attn.k[0, h, n], reference_rotate(attn.rope, k[0, h, n], p),
+                                       atol=1e-12)

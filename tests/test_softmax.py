@@ -3,6 +3,7 @@ softmax must also do (no overflow, masks, log-softmax)."""
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -69,3 +70,15 @@ def test_float32_stays_float32():
     x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
     y, cache = softmax_forward(x, mask=x > 0)
     assert y.dtype == np.float32 and softmax_backward(x, cache).dtype == np.float32
+
+
+@pytest.mark.parametrize("track", ["plain", "fast"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cross_entropy_with_every_target_ignored_is_positive_zero_with_zero_gradient(track, dtype):
+    from npformer import track as use
+    from npformer.t11_loss import IGNORE_INDEX, cross_entropy
+    logits = np.random.default_rng(0).standard_normal((2, 3, 5)).astype(dtype)
+    with use(track):
+        loss, d_logits = cross_entropy(logits, np.full((2, 3), IGNORE_INDEX))
+    assert loss == 0 and not np.signbit(loss) and loss.dtype == dtype     # +0.0, not -0.0 or NaN
+    assert d_logits.dtype == dtype and not d_logits.any()

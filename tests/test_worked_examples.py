@@ -424,13 +424,21 @@ def test_cli_runs_one_example_by_number_or_name(capsys, name, figure):
     assert printed.count("== ") == 1                         # exactly one example ran
 
 
+def test_cli_runs_several_examples_in_the_order_given(capsys):
+    assert cli.main(["examples", "03", "02"]) == 0
+    printed = capsys.readouterr().out
+    headings = re.findall(r"^== (\d\d)_", printed, flags=re.M)
+    assert headings == ["03", "02"]
+    assert "[1.340, 1.321]" in printed                       # 02's output, the article's numbers
+
+
 def test_cli_unknown_or_ambiguous_name_is_a_usage_error(capsys):
     assert cli.main(["examples", "no-such-example"]) == 2
     assert "no worked example matches" in capsys.readouterr().err
     with pytest.raises(UsageError, match="several"):
-        examples_command.run(Namespace(name="_", list=False, dir=None))
+        examples_command.run(Namespace(names=["_"], list=False, dir=None))
     with pytest.raises(UsageError, match="no worked example"):
-        examples_command.run(Namespace(name="99", list=False, dir=None))
+        examples_command.run(Namespace(names=["99"], list=False, dir=None))
 
 
 @pytest.mark.slow

@@ -95,10 +95,18 @@ def program():
 def main(argv=None):
     """Parse ``argv`` (default: the command line) and run one sub-command; returns the exit code."""
     try:
-        args = _parser().parse_args(argv)
+        # argparse reports arguments no sub-command took as the top parser's ("npformer:
+        # error"); they are reported here as the sub-command's, which names its own options
+        args, extra = _parser().parse_known_args(argv)
+        if extra:
+            raise UsageError(f"npformer {args.command}: error: unrecognized arguments: "
+                             f"{' '.join(extra)} (see npformer {args.command} --help)")
         default_track()                        # a mistyped NPFORMER_TRACK: one line, before any work
-    except (UsageError, ValueError) as error:
-        print(f"npformer: error: {error}" if isinstance(error, ValueError) else error, file=sys.stderr)
+    except UsageError as error:
+        print(error, file=sys.stderr)
+        return 2
+    except ValueError as error:
+        print(f"npformer {args.command}: error: {error}", file=sys.stderr)
         return 2
     except SystemExit as finished:             # --help and --version print, then end here
         return finished.code or 0

@@ -6,7 +6,9 @@ import argparse
 import contextlib
 import math
 import os
+import stat
 import sys
+import tempfile
 
 
 class UsageError(Exception):
@@ -100,9 +102,16 @@ def warn(command, text):
 
 # -- checks before any work ---------------------------------------------------------------
 def check_output_dir(flag, path):
-    """A UsageError unless ``path`` is, or can become, a directory we may write in."""
+    """A UsageError unless ``path`` is, or can become, a directory we may write in.
+
+    What the system refuses only when asked (a read-only or virtual file system such as
+    /proc, a full quota) is found by asking: a folder is made inside ``path`` (and ``path``
+    itself first when it is new), then removed, so nothing is left behind.
+    """
     if path is None:
         return
+    if not path:
+        raise UsageError(f"{flag}: expected a directory, got an empty path ''")
     if os.path.exists(path) and not os.path.isdir(path):
         raise UsageError(f"{flag}: {path} exists and is not a directory")
     parent = os.path.abspath(path)
@@ -112,6 +121,73 @@ def check_output_dir(flag, path):
         raise UsageError(f"{flag}: cannot create {path}: {parent} is a file, not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"{flag}: cannot write in {parent} (permission denied)")
+    made = []
+    try:
+        missing = []
+        folder = os.path.abspath(path)
+        while folder != parent:
+            missing.append(folder)
+            folder = os.path.dirname(folder)
+        for folder in reversed(missing):
+            os.mkdir(folder)
+            made.append(folder)
+        made.append(tempfile.mkdtemp(prefix=".npformer-probe-", dir=path))
+    except OSError as error:
+        verb = f"cannot create {path}" if missing else f"cannot write in {path}"
+        raise UsageError(f"{flag}: {verb} ({error.strerror or error})") from None
+    finally:
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+
+
+def check_input_file(flag, path, limit, what="a regular file", too_big=""):
+    """A UsageError naming ``flag`` unless ``path`` is a regular file of at most ``limit``
+    bytes: a device (/dev/zero), a FIFO, a socket or a directory is refused before it is
+    opened, so reading it can neither hang nor fill the memory. ``too_big``: what to say
+    after the limit (why it is there, what to do)."""
+    from ..files.budget import human
+    from ..files.fileio import file_kind
+    if not path:
+        raise UsageError(f"{flag}: expected {what}, got an empty path ''")
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise UsageError(f"{flag}: file {path} does not exist") from None
+    except OSError as error:
+        raise UsageError(f"{flag}: cannot read {path} ({error.strerror or error})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"{flag}: {path} is {file_kind(info.st_mode)}, expected {what}")
+    if info.st_size > limit:
+        raise UsageError(f"{flag}: {path} holds {human(info.st_size)}, more than the "
+                         f"{human(limit)} npformer reads from one{too_big}")
+    return info.st_size
+
+
+def read_input_file(flag, path, limit, what="a regular file", too_big=""):
+    """The bytes of the file ``path`` given to ``flag``, checked as ``check_input_file`` checks
+    (and read no further than the size it had then)."""
+    from ..files.fileio import read_bytes
+    check_input_file(flag, path, limit, what, too_big)
+    try:
+        return read_bytes(path, limit=limit, why=f"{flag} allows")
+    except ValueError as error:
+        raise UsageError(f"{flag}: {error}") from None
+
+
+def check_output_file(flag, path):
+    """A UsageError unless ``path`` names a file npformer may write: new, or a regular file,
+    in a directory that exists (a device or a pipe is never written through)."""
+    from ..files.fileio import file_kind
+    if not path:
+        raise UsageError(f"{flag}: expected a file to write, got an empty path ''")
+    if os.path.lexists(path) and not os.path.islink(path):
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise UsageError(f"{flag}: {path} is {file_kind(mode)}, expected a regular file to write")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"{flag}: cannot write {path}: the folder {folder} does not exist")
 
 
 def available_cores():
@@ -146,13 +222,21 @@ def cap_threads(command, threads):
     return threads
 
 
-def check_plot_dir(path):
-    """Fail before training (not after) when --plot cannot work."""
+def check_plot_dir(path, command=None):
+    """Fail before any work (not after) when --plot cannot work. The section pictures
+    (``command`` None: examples, tour) are labelled in Chinese and need a CJK font; the
+    training pictures (``command`` "train" or "demo") number the positions without one,
+    and a warning says so."""
     if path is None:
         return
-    from .plot import PlotUnavailable, require_matplotlib
+    if not path:
+        raise UsageError("--plot: expected a directory, got an empty path ''")
+    from .plot import PlotUnavailable, require_cjk_font, require_matplotlib
     try:
         require_matplotlib()
+        require_cjk_font()
     except PlotUnavailable as error:
-        raise UsageError(str(error)) from None
+        if command is None or "matplotlib" in str(error):
+            raise UsageError(str(error) if str(error).startswith("--plot") else f"--plot: {error}") from None
+        warn(command, f"--plot: {error}; the attention maps number the positions instead")
     check_output_dir("--plot", path)

@@ -7,11 +7,12 @@ check fails, 2 on bad input (a missing file or function, an unknown component).
 """
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import os
 import sys
 
-from .common import UsageError, positive_int, seed
+from .common import UsageError, check_input_file, positive_int, seed
 
 
 def add_arguments(parser):
@@ -33,18 +34,26 @@ def add_arguments(parser):
                         help="the precision your code computes in (default: found)")
 
 
+# A learner's source file is small; a larger one is a mistake (a data file, a device).
+SOURCE_LIMIT = 4 * 2 ** 20
+
+
 def load_functions(target, names):
-    """(forward, *others) from FILE.py:FUNCTION and the other names in that file."""
+    """(forward, *others) from FILE.py:FUNCTION and the other names in that file.
+
+    FILE must be a regular file of Python source (its name may end otherwise: it is loaded
+    as source whatever its suffix); a device or a FIFO is refused before it is opened."""
     path, _, forward = target.rpartition(":")
     if not path or not forward:
         raise UsageError(f"FILE.py:FUNCTION: expected a file and a function name, got {target!r}")
-    if not os.path.isfile(path):
-        raise UsageError(f"FILE.py:FUNCTION: no file {path}")
-    spec = importlib.util.spec_from_file_location(f"conform_{os.path.basename(path)[:-3]}", path)
+    check_input_file("FILE.py:FUNCTION", path, SOURCE_LIMIT, what="a Python source file")
+    stem = os.path.splitext(os.path.basename(path))[0]
+    loader = importlib.machinery.SourceFileLoader(f"conform_{stem}", path)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
-        spec.loader.exec_module(module)
+        loader.exec_module(module)
     except Exception as error:                # noqa: BLE001 - the user's file: one line
         raise UsageError(f"{path}: cannot be loaded: {type(error).__name__}: {error}") from None
     finally:

@@ -13,7 +13,7 @@ from ..training.data import (LANGUAGES, ExampleSource, TextSource, addition_task
                              aftersales_corpus, encode_examples, reverse_task)
 from ..training.tokenizer import CharTokenizer
 from ..training.loop import answer_accuracy, evaluate_loss
-from .common import UsageError
+from .common import UsageError, read_input_file
 
 BUILTIN = ("aftersales", "aftersales-en", "reverse", "add")
 
@@ -72,17 +72,19 @@ def prompt_note(spec, prompt):
             f"the only kind its model was trained on")
 
 
+# The most a --text file may hold: a char-level model trained on a CPU learns from far less,
+# and the file's characters become one id each in memory (a list of Python ints, ~30 bytes
+# an id), so a larger file costs gigabytes before the first step.
+TEXT_LIMIT = 16 * 2 ** 20
+
+
 def read_text_file(path):
-    """(text, SHA-256 of its bytes) of a UTF-8 text file, or a UsageError naming the problem."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise UsageError(f"--text: file {path} does not exist") from None
-    except IsADirectoryError:
-        raise UsageError(f"--text: {path} is a directory, expected a UTF-8 text file") from None
-    except OSError as error:
-        raise UsageError(f"--text: cannot read {path} ({error.strerror})") from None
+    """(text, SHA-256 of its bytes) of a UTF-8 text file, or a UsageError naming the problem:
+    a regular file of at most ``TEXT_LIMIT`` bytes (a device, a FIFO or a directory is
+    refused before it is opened)."""
+    raw = read_input_file("--text", path, TEXT_LIMIT, what="a UTF-8 text file",
+                          too_big="; a char-level model on a CPU learns from much less: "
+                                  "train on a part of it")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:

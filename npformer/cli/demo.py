@@ -50,7 +50,7 @@ def run(args):
     if args.out is not None and checkpoint_exists(args.out) and not args.force:
         raise UsageError(f"--out: {args.out} already holds a checkpoint; choose another "
                          f"directory or add --force to replace it")
-    check_plot_dir(args.plot)
+    check_plot_dir(args.plot, "demo")
     with computing("demo", args):
         return _demo(args)
 

@@ -1,4 +1,4 @@
-"""``npformer examples``: run the worked examples (all, or one by number or name); see
+"""``npformer examples``: run the worked examples (all, or the ones named by number or name); see
 npformer/examples.py for where they are looked for."""
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from .common import UsageError, check_plot_dir
 
 def add_arguments(parser):
     """Options of ``npformer examples``."""
-    parser.add_argument("name", nargs="?", help="one example, by number (2) or name fragment "
-                        "(rope); default: run them all")
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help="examples, by number (2) or name fragment (rope), run in the order "
+                             "given; default: run them all")
     parser.add_argument("--list", action="store_true",
                         help="list the examples (or the one named) instead of running them")
     parser.add_argument("--plot", metavar="DIR", default=None,
@@ -22,9 +23,11 @@ def add_arguments(parser):
 
 def run(args):
     """Run (or list) the worked examples; a bad name or a missing folder is a UsageError."""
+    if args.dir is not None and not args.dir:
+        raise UsageError("--dir: expected the worked_examples folder, got an empty path ''")
     try:
         examples = list_examples(find_examples_dir(args.dir))
-        chosen = examples if args.name is None else [select(examples, args.name)]
+        chosen = [select(examples, name) for name in args.names] or examples
     except ExampleNotFound as error:
         raise UsageError(str(error)) from None
     if args.list:

@@ -10,7 +10,7 @@ import os
 import sys
 
 from ..exercises import EXERCISES, available, write_workspace
-from .common import UsageError
+from .common import UsageError, check_output_dir, check_output_file
 
 
 def names(text):
@@ -59,6 +59,9 @@ def run(args):
         return 0
     if args.directory is None:
         raise UsageError("DIR: expected the directory of the workspace to write (or --list)")
+    check_output_dir("DIR", args.directory)
+    if args.course is not None:
+        check_output_file("--course", args.course)
     try:
         workspace = write_workspace(args.directory, args.start, names(args.only), args.forward,
                                     args.hints, args.solutions)

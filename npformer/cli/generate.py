@@ -16,6 +16,7 @@ import textwrap
 import numpy as np
 
 from ..files.checkpoint import CheckpointError, load_checkpoint
+from ..t10_model import DecoderLM
 from ..t12_generate import generate
 from .common import UsageError, positive_int, probability, seed, temperature
 from .datasets import PROMPT_FORMATS, prompt_note
@@ -74,10 +75,15 @@ def sampling_temperature(args):
 def run(args):
     """Run ``npformer generate``; exit code."""
     t = sampling_temperature(args)
+    if not args.checkpoint:
+        raise UsageError("checkpoint: expected a checkpoint directory, got an empty path ''")
     try:
         model, tokenizer, state = load_checkpoint(args.checkpoint)
     except CheckpointError as error:
         raise UsageError(str(error)) from None
+    if not isinstance(model, DecoderLM):
+        raise UsageError(f"checkpoint: {args.checkpoint} holds an {type(model).__name__}, which "
+                         f"does not continue text; generate needs a decoder (DecoderLM)")
     spec = state.get("data_spec", {})
     with_bos = spec.get("data") != "text"
     prompts = _encode(args.prompt, tokenizer, with_bos, model.config.max_len)

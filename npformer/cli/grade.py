@@ -19,7 +19,10 @@ import sys
 from ..exercises import grade
 from ..exercises.grader import DEFAULT_TIMEOUT
 from ..exercises.sandbox import GIB, Limits, detect, private
-from .common import UsageError
+from .common import UsageError, check_input_file, check_output_dir
+
+# A course file lists exercises, points and a few hashes: kilobytes. More is not one.
+COURSE_LIMIT = 16 * 2 ** 20
 
 
 def add_arguments(parser):
@@ -56,6 +59,12 @@ def run(args):
     """Run ``npformer grade``; 0 when every graded exercise is done (or the gradebook is written)."""
     # before any learner's process starts: none of them may read this process's memory
     private()
+    if not args.directory:
+        raise UsageError("DIR: expected a workspace directory, got an empty path ''")
+    if args.course is not None and (not args.course or os.path.lexists(args.course)):
+        # a device, a FIFO or a huge file is refused before it is opened (a missing one is
+        # load_course's to report)
+        check_input_file("--course", args.course, COURSE_LIMIT, what="a course file (JSON)")
     if args.course:
         return run_class(args)
     for name in ("out", "jobs"):
@@ -80,6 +89,7 @@ def run_class(args):
     from ..exercises.gradebook import IsolationMissing, grade_class, summary
     if not args.out:
         raise UsageError("--out: expected the folder to write the gradebook to (with --course)")
+    check_output_dir("--out", args.out)
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs: expected a whole number >= 1, got {args.jobs}")
     if not (args.timeout > 0):

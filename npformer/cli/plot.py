@@ -29,8 +29,12 @@ CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanY
              "AR PL UMing CN", "Droid Sans Fallback")
 
 
+CJK_HINT = ("pip install 'npformer[plot]' (it brings Noto Sans CJK), or a CJK font for the whole "
+            "system (e.g. apt install fonts-noto-cjk)")
+
+
 class PlotUnavailable(RuntimeError):
-    """matplotlib is not installed; the message says how to install it."""
+    """matplotlib is not installed, or no font can draw Chinese; the message says what to install."""
 
 
 # -- the terminal heat map ---------------------------------------------------------------
@@ -95,6 +99,18 @@ def _cjk_font():
     return found
 
 
+def require_cjk_font():
+    """The name of a font with Chinese glyphs, or ``PlotUnavailable`` saying how to get one:
+    the section pictures are labelled in Chinese, and without such a font matplotlib draws
+    every character as an empty box (and warns about each)."""
+    require_matplotlib()
+    font = _cjk_font()
+    if font is None:
+        raise PlotUnavailable(f"no font with Chinese characters found, and the pictures are "
+                              f"labelled in Chinese: {CJK_HINT}")
+    return font
+
+
 def _extra_font_path():
     """The file of the ``plot`` extra's Noto Sans CJK collection, or None if not installed."""
     try:
@@ -103,6 +119,18 @@ def _extra_font_path():
         return None
     path = os.path.join(os.path.dirname(noto_cjk_sans_otc.__file__), "NotoSansCJK-Regular.ttc")
     return path if os.path.isfile(path) else None
+
+
+def save_figure(fig, path, **options):
+    """Write ``fig`` as the PNG ``path``, atomically (a temporary file renamed into place:
+    never half a picture, never a device or a pipe written through), and close it."""
+    from ..files.fileio import atomic_write
+    plt = require_matplotlib()
+    try:
+        atomic_write(path, lambda f: fig.savefig(f, format="png", **options))
+    finally:
+        plt.close(fig)
+    return path
 
 
 def plot_loss(history, path, title="training loss"):
@@ -126,9 +154,7 @@ def plot_loss(history, path, title="training loss"):
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def _drawable(text, font):
@@ -139,11 +165,8 @@ def _drawable(text, font):
 def plot_attention(chars, weights, path, question="", what="attention, mean over heads"):
     """Write the heat maps of ``attention_figure`` to the PNG ``path``, the question also
     in its metadata; returns ``path``."""
-    plt = require_matplotlib()
     fig = attention_figure(chars, weights, question, what)
-    fig.savefig(path, dpi=120, metadata={"Description": question or what})
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120, metadata={"Description": question or what})
 
 
 def attention_figure(chars, weights, question="", what="attention, mean over heads"):

@@ -6,7 +6,8 @@ import os
 from typing import NamedTuple
 
 from ..files.checkpoint import CheckpointError, checkpoint_exists, read_checkpoint
-from ..training.loop import TrainConfig, default_checkpoint_every
+from ..t10_model import DecoderConfig
+from ..training.settings import TrainConfig, default_checkpoint_every
 from .common import UsageError
 from .datasets import prepare, text_spec
 from .model_options import MODEL_DEFAULTS, model_config
@@ -49,6 +50,8 @@ def new_run(args):
         raise UsageError(f"--micro-batches: {args.micro_batches} does not divide --batch-size "
                          f"{args.batch_size}")
     if args.text is not None:
+        if not args.text:                       # abspath('') would be the current folder
+            raise UsageError("--text: expected a UTF-8 text file, got an empty path ''")
         spec = text_spec(os.path.abspath(args.text), args.seq_len)
     else:
         spec = {"data": args.data}
@@ -68,7 +71,8 @@ def _saved_flags(checkpoint, settings, spec):
             "seq_len": spec.get("seq_len"), "lr": settings.lr, "batch_size": settings.batch_size,
             "seed": settings.seed, "micro_batches": settings.micro_batches,
             "eval_every": settings.eval_every, "checkpoint_every": settings.checkpoint_every,
-            "arch": "llama" if config.positions == "rope" else "gpt2", "d_model": config.d_model,
+            "arch": "llama" if config.norm == "rmsnorm" else "gpt2",    # the demo's is GPT-2 with RoPE
+            "d_model": config.d_model,
             "layers": config.n_layers, "heads": config.n_heads, "vocab_size": config.vocab_size,
             "max_len": config.max_len}
 
@@ -89,9 +93,10 @@ def resumed_run(args):
         raise UsageError(f"{checkpoint.path('state.json')}: no valid training settings "
                          f"({error})") from None
     spec = checkpoint.state.get("data_spec")
-    if not isinstance(spec, dict) or checkpoint.tokenizer is None:
+    if not isinstance(checkpoint.config, DecoderConfig) or not isinstance(spec, dict) or \
+            checkpoint.tokenizer is None:
         raise UsageError(f"--resume: the checkpoint in {args.out} was not saved by npformer "
-                         f"train or demo (no data spec or tokenizer)")
+                         f"train or demo (not a decoder, or no data spec or tokenizer)")
     saved = _saved_flags(checkpoint, settings, spec)
     if args.text is not None:
         args.text = os.path.abspath(args.text)

@@ -57,7 +57,7 @@ def add_arguments(parser):
 def run(args):
     """Train (or resume); 0 when done, 128 + the signal's number when stopped by one."""
     check_output_dir("--out", args.out)
-    check_plot_dir(args.plot)
+    check_plot_dir(args.plot, "train")
     created = not os.path.exists(args.out)
     try:
         with writer_lock(args.out, on_stale=lambda text: warn("train", text)):

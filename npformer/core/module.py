@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .validate import check_float_dtype, check_upstream
+from .validate import check_float_dtype, check_non_negative, check_upstream
 
 
 class Parameter:
@@ -267,4 +267,5 @@ def init_normal(rng, shape, std, dtype=np.float32):
     """Normal(0, std) weights drawn from an explicit Generator."""
     if rng is None:
         raise TypeError("rng: expected a numpy.random.Generator (e.g. np.random.default_rng(0)), got None")
+    check_non_negative("std", std)
     return (rng.standard_normal(shape) * std).astype(dtype)

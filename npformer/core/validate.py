@@ -165,11 +165,30 @@ def check_positive(name, value):
     return value
 
 
+def check_optional_positive(name, value, default):
+    """None (meaning ``default``, said in the message) or a positive integer."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                              or value < 1):
+        raise ValueError(f"{name}: expected a positive integer or None ({default}), got {value!r}")
+    return value
+
+
+def _is_number(value):
+    return not isinstance(value, bool) and isinstance(value, (int, float, np.floating, np.integer))
+
+
 def check_eps(name, value):
-    """A finite number > 0 (a norm's eps: 0 or below lets sqrt(var + eps) reach 0 or go NaN)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
-            or not np.isfinite(value) or value <= 0:
+    """A finite number > 0 (a norm's eps: 0 or below lets sqrt(var + eps) reach 0 or go NaN;
+    also a base or a scale that must be positive)."""
+    if not _is_number(value) or not np.isfinite(value) or value <= 0:
         raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
+    return value
+
+
+def check_non_negative(name, value):
+    """A finite number >= 0 (a standard deviation, a weight decay)."""
+    if not _is_number(value) or not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name}: expected a finite number >= 0, got {value!r}")
     return value
 
 
@@ -196,6 +215,7 @@ def check_heads(d, n_heads, n_kv_heads=None, width="width d"):
 
     ``width`` names the width in the message ("width d" for a module, "d_model" for a config).
     """
+    check_positive(width.split()[-1], d)
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
     if not isinstance(n_heads, (int, np.integer)) or n_heads < 1 or d % n_heads:
         raise ValueError(f"n_heads: {width}={d} must be divisible by n_heads, got n_heads={n_heads}")

@@ -11,18 +11,90 @@ import os
 import shutil
 
 
+# -- how many numbers a config describes: each part as its constructor builds it ------------
+def _linear(d_in, d_out, bias):
+    """A ``Linear``: the weight [d_in, d_out], and the bias [d_out] when it has one."""
+    return d_in * d_out + (d_out if bias else 0)
+
+
+def _norm(block):
+    """A norm of width d: LayerNorm holds gamma and beta, RMSNorm gamma only."""
+    return (2 if block.norm == "layernorm" else 1) * block.d_model
+
+
+def _attention(block):
+    """Self-attention: the fused Q/K/V projection (H + 2 H_kv heads of width D) and Wo."""
+    d, D = block.d_model, block.head_dim
+    kv = block.n_kv_heads or block.n_heads
+    return _linear(d, (block.n_heads + 2 * kv) * D, block.attn_bias) + \
+        _linear(block.n_heads * D, d, block.attn_bias)
+
+
+def _ffn(block):
+    """The position-wise network: FFN (up, down), SwiGLU (gate, up, down), or a MoE of E of
+    them behind a router (a Linear d -> E without a bias)."""
+    d = block.d_model
+    hidden = block.ffn_hidden or 4 * d
+    matrices = 3 if block.ffn == "swiglu" else 2
+    one = (matrices - 1) * _linear(d, hidden, block.ffn_bias) + _linear(hidden, d, block.ffn_bias)
+    if block.n_experts:
+        return _linear(d, block.n_experts, False) + block.n_experts * one
+    return one
+
+
+def block_parameters(block):
+    """One block of a ``BlockConfig``: attention, FFN and their two norms."""
+    return _attention(block) + _ffn(block) + 2 * _norm(block)
+
+
+def _positions(config):
+    """A learned position table holds max_len x d numbers; sinusoids and RoPE hold none."""
+    return config.max_len * config.d_model if config.positions == "learned" else 0
+
+
 def decoder_parameters(config):
     """How many numbers the ``DecoderLM`` of ``config`` holds (counted, not allocated)."""
-    d, H, D = config.d_model, config.n_heads, config.head_dim
-    kv = config.n_kv_heads or H
-    hidden = config.ffn_hidden or 4 * d
-    ffn = (3 if config.ffn == "swiglu" else 2) * d * hidden
-    if config.n_experts:
-        ffn = config.n_experts * (ffn + d)
-    per_layer = d * (H + 2 * kv) * D + H * D * d + ffn + 4 * d
-    positions = config.max_len * d if config.positions == "learned" else 0
-    head = 0 if config.tie_embeddings else config.vocab_size * d
-    return config.n_layers * per_layer + config.vocab_size * d + positions + head + 2 * d
+    block = config.block_config()
+    tokens = config.vocab_size * config.d_model
+    head = 0 if config.tie_embeddings else tokens          # a tied head is the token table
+    return tokens + _positions(config) + config.n_layers * block_parameters(block) + \
+        _norm(block) + head
+
+
+def encoder_parameters(config):
+    """How many numbers the ``Encoder`` of an ``EncoderConfig`` holds."""
+    block, d = config.block_config(), config.d_model
+    embed_norm = _norm(block) if config.embed_norm else 0
+    final_norm = _norm(block) if config.use_final_norm else 0
+    pooler = _linear(d, d, True) if config.pooler else 0
+    return config.vocab_size * d + _positions(config) + config.type_vocab_size * d + \
+        embed_norm + config.n_layers * block_parameters(block) + final_norm + pooler
+
+
+def seq2seq_parameters(config):
+    """How many numbers the ``EncoderDecoder`` of a ``Seq2SeqConfig`` holds: its encoder, then
+    a decoder whose layers add a cross-attention (Q, K/V, Wo) and its norm."""
+    block, d = config.block_config(), config.d_model
+    kv = config.n_kv_heads or config.n_heads
+    cross = _linear(d, d, config.attn_bias) + \
+        _linear(d, 2 * kv * block.head_dim, config.attn_bias) + _linear(d, d, config.attn_bias)
+    tokens = config.vocab_size * d
+    return (encoder_parameters(config.encoder_config())
+            + (0 if config.share_embeddings else tokens) + _positions(config)
+            + (_norm(block) if config.embed_norm else 0)
+            + config.n_decoder_layers * (block_parameters(block) + cross + _norm(block))
+            + (_norm(block) if config.use_final_norm else 0)
+            + (0 if config.tie_head else tokens) + (config.vocab_size if config.logits_bias else 0))
+
+
+def parameter_count(config):
+    """How many numbers the model of ``config`` holds: a ``DecoderConfig``, an
+    ``EncoderConfig`` or a ``Seq2SeqConfig``, told apart by the fields only each has."""
+    if hasattr(config, "n_decoder_layers"):
+        return seq2seq_parameters(config)
+    if hasattr(config, "type_vocab_size"):
+        return encoder_parameters(config)
+    return decoder_parameters(config)
 
 
 def minimum_parameters(config):
@@ -75,20 +147,22 @@ def human(n):
 
 
 def check_model_fits(where, config, numbers, itemsize, file_bytes=None, files="the weight files",
-                     available=None, error=ValueError):
+                     available=None, error=ValueError, exact=True):
     """``error`` naming ``where`` (the config file) and the size fields when a model of
     ``numbers`` parameters cannot be justified: more bytes than the weight files hold
     (``file_bytes``, with ``itemsize`` the smallest width they may store), or more memory
-    than there is (the weights read plus the model built: twice the model)."""
+    than there is (the weights read plus the model built: twice the model). ``exact``:
+    ``numbers`` is the model's count, not a lower bound (the message says "at least")."""
     need = numbers * itemsize
+    bound = "" if exact else "at least "
     if file_bytes is not None and need > file_bytes:
-        raise error(f"{where}: {size_fields(config)} describe at least {numbers:,} parameters "
+        raise error(f"{where}: {size_fields(config)} describe {bound}{numbers:,} parameters "
                     f"({human(need)}), but {files} hold{'s' * (not files.startswith('the '))} "
                     f"{human(file_bytes)} of arrays (truncated or foreign weights, or an edited "
                     f"config)")
     available = available_memory() if available is None else available
     if available is not None and 2 * need > available:
-        raise error(f"{where}: {size_fields(config)} describe a model of at least {numbers:,} "
+        raise error(f"{where}: {size_fields(config)} describe a model of {bound}{numbers:,} "
                     f"parameters needing about {human(2 * need)} of memory to load, but "
                     f"{human(available)} are free")
 

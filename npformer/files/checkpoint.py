@@ -1,10 +1,13 @@
 """Checkpoints: everything needed to resume a run or to generate, saved as one unit.
 
+A decoder (``DecoderLM``) is what ``train`` saves; an ``Encoder`` or an ``EncoderDecoder``
+saves and loads the same way (``config.json`` names the kind, ``KINDS``).
+
     run/                         the directory you name (``--out``)
       checkpoint.json            which folder is current, its step, and each file's SHA-256
       step-00000400.x7k2q9/      the current checkpoint:
         model.npz                the weights, one array per parameter name (no pickle)
-        config.json              the DecoderConfig and the weights' dtype
+        config.json              the model's kind, its config and the weights' dtype
         tokenizer.json           the tokenizer (CharTokenizer or ByteTokenizer)
         optimizer.npz            the optimizer's buffers (AdamW's m and v, SGD's velocity)
         state.json               step, optimizer scalars, training settings, the loss history
@@ -38,6 +41,8 @@ from . import budget, fileio
 from .manifest import (FORMAT, JSON_LIMIT, MANIFEST, _FOLDER, CheckpointError, _manifest,
                        _parse_json, _parse_npz, _read_size, _read_verified, read_json)
 from ..t10_model import DecoderConfig, DecoderLM
+from ..t15_encoder import Encoder, EncoderConfig
+from ..t17_seq2seq import EncoderDecoder, Seq2SeqConfig
 from ..training.tokenizer import tokenizer_from_dict
 
 VERSION = 1                       # of config.json
@@ -45,6 +50,19 @@ LAYOUT = 2                        # of the directory: 1 = five files, 2 = checkp
 FILES = ("model.npz", "config.json", "tokenizer.json", "optimizer.npz", "state.json")
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _PARTIAL = ".partial-"
+# config.json's "kind" -> (the config class, the model class). A config.json without one
+# holds a decoder: the only kind the first checkpoints were written for.
+KINDS = {"decoder": (DecoderConfig, DecoderLM), "encoder": (EncoderConfig, Encoder),
+         "encoder-decoder": (Seq2SeqConfig, EncoderDecoder)}
+
+
+def model_kind(model):
+    """The ``KINDS`` key of ``model``, or a TypeError naming the classes a checkpoint holds."""
+    for kind, (_, model_class) in KINDS.items():
+        if isinstance(model, model_class):
+            return kind
+    names = ", ".join(model_class.__name__ for _, model_class in KINDS.values())
+    raise TypeError(f"model: a checkpoint holds one of {names}, got {type(model).__name__}")
 
 
 class CheckpointSaveError(OSError):
@@ -62,8 +80,11 @@ def _parse_config(path, data):
         raise CheckpointError(f"{path}: not an npformer checkpoint config (format field missing)")
     if data.get("version") != VERSION:
         raise CheckpointError(f"{path}: checkpoint version {data.get('version')}, expected {VERSION}")
+    kind = data.get("kind", "decoder")
+    if kind not in KINDS:
+        raise CheckpointError(f"{path}: kind {kind!r}, expected one of {list(KINDS)}")
     try:
-        config = DecoderConfig.from_dict(data["model"])
+        config = KINDS[kind][0].from_dict(data["model"])
         dtype = np.dtype(data["dtype"])
     except (KeyError, TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: invalid model config ({error})") from None
@@ -122,7 +143,7 @@ class Checkpoint:
 
     directory: str
     folder: str            # where its files are (the directory itself in the first layout)
-    config: DecoderConfig
+    config: object         # DecoderConfig, EncoderConfig or Seq2SeqConfig (``KINDS``)
     dtype: np.dtype
     state: dict
     tokenizer: object = None
@@ -146,8 +167,8 @@ class Checkpoint:
         return self.tokenizer
 
     def model(self):
-        """A ``DecoderLM`` with the saved weights."""
-        return self.load_weights(DecoderLM(self.config, np.random.default_rng(0), self.dtype))
+        """The saved model (a ``DecoderLM``, ``Encoder`` or ``EncoderDecoder``) with its weights."""
+        return self.load_weights(_build(self.config, self.dtype))
 
     def load_weights(self, model):
         """Copy the saved weights into ``model`` (names, shapes and dtypes must match)."""
@@ -210,7 +231,7 @@ def _read_folder(directory, folder, hashes, weights):
     if weights:
         # The config's sizes against the weight file and the memory, before anything is read
         # or built: a config.json claiming 10**7 layers is refused here, in a moment.
-        numbers, itemsize = budget.decoder_parameters(config), dtype.itemsize
+        numbers, itemsize = budget.parameter_count(config), dtype.itemsize
         model_path = checkpoint.path("model.npz")
         try:
             budget.check_model_fits(config_path, config, numbers, itemsize, error=CheckpointError)
@@ -226,7 +247,7 @@ def _read_folder(directory, folder, hashes, weights):
         budget.check_model_fits(config_path, config, numbers, itemsize, error=CheckpointError,
                                 file_bytes=sum(a.nbytes for a in checkpoint.weights.values()),
                                 files=model_path)
-        shape_of = DecoderLM(config, np.random.default_rng(0), dtype)
+        shape_of = _build(config, dtype)
         _check_weights(model_path, checkpoint.weights, shape_of, config_path)
         if state.get("optimizer") is not None and present("optimizer.npz"):
             checkpoint.optimizer_arrays = parse_within(
@@ -236,10 +257,19 @@ def _read_folder(directory, folder, hashes, weights):
     return checkpoint
 
 
+def _build(config, dtype):
+    """The model a config describes, with fresh weights (the saved ones are loaded after)."""
+    model_class = next(model for config_class, model in KINDS.values()
+                       if type(config) is config_class)
+    return model_class(config, np.random.default_rng(0), dtype)
+
+
 def _npz_overhead(config):
     """Room for an .npz's own bytes beside the arrays: its zip entries and .npy headers
     (well under 1 KiB an array; a layer has at most a few dozen arrays)."""
-    return 2 ** 20 + 1024 * 64 * (config.n_layers + 1)
+    layers = sum(getattr(config, name, 0) or 0
+                 for name in ("n_layers", "n_encoder_layers", "n_decoder_layers"))
+    return 2 ** 20 + 1024 * 64 * (layers + 1)
 
 
 # -- the loaders by part (each reads the current checkpoint) ------------------------------------
@@ -264,7 +294,7 @@ def load_weights(directory, model):
 
 
 def load_model(directory):
-    """Rebuild the ``DecoderLM`` saved in ``directory`` (weights validated)."""
+    """Rebuild the model saved in ``directory`` (weights validated)."""
     return read_checkpoint(directory).model()
 
 
@@ -282,6 +312,7 @@ def load_checkpoint(directory):
 # -- save ------------------------------------------------------------------------------------
 def checkpoint_contents(model, tokenizer=None, optimizer=None, state=None):
     """{file name: bytes} of a checkpoint, ready to be written."""
+    kind = model_kind(model)
     dtypes = {p.dtype for p in model.parameters()}
     if len(dtypes) != 1 or model.dtype not in DTYPES:
         raise TypeError(f"model: a checkpoint holds float32 or float64 weights, got "
@@ -291,7 +322,7 @@ def checkpoint_contents(model, tokenizer=None, optimizer=None, state=None):
         raise TypeError(f"state: its 'step' must be an integer >= 0, got {step!r}")
     contents = {"model.npz": fileio.npz_bytes(model.state_dict()),
                 "config.json": fileio.json_bytes({"format": FORMAT, "version": VERSION,
-                                                  "dtype": str(model.dtype),
+                                                  "kind": kind, "dtype": str(model.dtype),
                                                   "model": model.config.to_dict()}, "config")}
     if tokenizer is not None:
         contents["tokenizer.json"] = fileio.json_bytes(tokenizer.to_dict(), "tokenizer")

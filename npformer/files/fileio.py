@@ -27,8 +27,14 @@ def umask():
 
 
 def atomic_write(path, write, mode="wb"):
-    """Write ``path`` through ``write(file)`` on a temporary sibling, then rename it into place."""
+    """Write ``path`` through ``write(file)`` on a temporary sibling, then rename it into place.
+
+    ``path`` must be new, a regular file or a symlink (the link is replaced, never its
+    target): a rename over a device or a FIFO would replace the node itself (as root,
+    /dev/zero with a file), so those are refused with a ValueError naming the path.
+    """
     path = os.fspath(path)
+    check_replaceable(path)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".",
                                prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
@@ -43,6 +49,19 @@ def atomic_write(path, write, mode="wb"):
             os.remove(tmp)
         raise
     return path
+
+
+def check_replaceable(path):
+    """ValueError unless ``path`` does not exist, is a regular file or is a symlink."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError:
+        return                  # cannot look: the write itself will say why it fails
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise ValueError(f"{path}: {file_kind(mode)}, expected a regular file to write "
+                         f"(npformer replaces files, never devices, pipes or folders)")
 
 
 def write_bytes(path, data):
@@ -88,7 +107,7 @@ def is_leftover(entry, names):
 
 
 # -- reading ------------------------------------------------------------------------------
-def _kind(mode):
+def file_kind(mode):
     """What a non-regular file is, in words."""
     for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -108,7 +127,7 @@ def file_size(path, error=ValueError, incomplete="a file is missing"):
     except OSError as failure:
         raise error(f"{path}: cannot be read ({failure.strerror})") from None
     if not stat.S_ISREG(info.st_mode):
-        raise error(f"{path}: {_kind(info.st_mode)}, expected a regular file")
+        raise error(f"{path}: {file_kind(info.st_mode)}, expected a regular file")
     return info.st_size
 
 
@@ -130,7 +149,7 @@ def read_bytes(path, error=ValueError, incomplete="a file is missing", size=None
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):      # replaced since the stat
-                raise error(f"{path}: {_kind(os.fstat(f.fileno()).st_mode)}, expected a regular file")
+                raise error(f"{path}: {file_kind(os.fstat(f.fileno()).st_mode)}, expected a regular file")
             data = f.read(found + 1)
     except FileNotFoundError:
         raise error(f"{path}: file missing ({incomplete})") from None

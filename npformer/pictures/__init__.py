@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from ..cli.plot import INSTALL_HINT, PlotUnavailable, require_matplotlib
+from ..cli.plot import INSTALL_HINT, PlotUnavailable, require_cjk_font, save_figure
 from .attention import (attention_by_hand, backbones, heads, masks, score_table, score_variance,
                         tour_heads, tour_next_token)
 from .layers import (activations, attention_cost, first_training_steps, kv_cache_work, kv_memory,
@@ -27,7 +27,7 @@ from .layers import (activations, attention_cost, first_training_steps, kv_cache
 from .depth import deep_stack_without_residuals, depth_and_what_it_can_express
 from .reading import (averaging_vs_attention, one_head_versus_two, separate_projections,
                       weights_are_not_causes)
-from .style import _plt
+from .style import _plt  # noqa: F401 (pictures._plt: pyplot styled with a CJK font)
 from .tokens import rotary_past_trained_length, token_vectors, word_order
 
 __all__ = ["PICTURES", "TOUR_PICTURES", "PlotUnavailable", "INSTALL_HINT", "draw", "draw_tour",
@@ -68,25 +68,20 @@ TOUR_PICTURES = [("tour_heads.png", tour_heads), ("tour_next_token.png", tour_ne
 
 def save(fig, path, dpi=110):
     """Write ``fig`` to the PNG ``path`` (through a temporary file) and close it; returns path."""
-    plt = _plt()
-    temporary = f"{path}.part"
-    fig.savefig(temporary, dpi=dpi, format="png")
-    plt.close(fig)
-    os.replace(temporary, path)
-    return path
+    return save_figure(fig, path, dpi=dpi)
 
 
 def draw(number, directory):
     """Write the pictures of worked example ``number`` into ``directory``; returns the paths
     (empty if that example has none)."""
-    require_matplotlib()
+    require_cjk_font()
     os.makedirs(directory, exist_ok=True)
     return [save(make(), os.path.join(directory, name)) for name, make in PICTURES.get(number, [])]
 
 
 def draw_tour(directory, n_heads=2, causal=True, seed=7):
     """Write the tour's pictures into ``directory``; returns the paths."""
-    require_matplotlib()
+    require_cjk_font()
     os.makedirs(directory, exist_ok=True)
     return [save(make(n_heads, causal, seed), os.path.join(directory, name))
             for name, make in TOUR_PICTURES]

@@ -25,7 +25,8 @@ def sinusoid():
     image = axes[0].imshow(table.T, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
     axes[0].set_xlabel("位置 position p")
     axes[0].set_ylabel("分量 i（维度）")
-    axes[0].set_title("正弦位置表 sinusoid_table(64, 32)：左边几行快、下面几行慢", fontsize=9)
+    axes[0].set_title("正弦位置表 sinusoid_table(64, 32)：上面几行（i 小）随位置变得快，下面几行变得慢",
+                      fontsize=9)
     fig.colorbar(image, ax=axes[0])
     for i in (0, 2, 8, 16):
         axes[1].plot(table[:, i], label=f"分量 {i}")

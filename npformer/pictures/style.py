@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cli.plot import _cjk_font, require_matplotlib
+from ..cli.plot import require_cjk_font, require_matplotlib
 
 _styled = False
 
@@ -34,7 +34,7 @@ def _plt():
     global _styled
     plt = require_matplotlib()
     if not _styled:
-        font = _cjk_font()
+        font = require_cjk_font()          # Chinese labels: a box for every character without one
         plt.rcParams["font.family"] = ([font] if font else []) + ["DejaVu Sans"]
         plt.rcParams["axes.unicode_minus"] = False      # CJK fonts lack U+2212
         plt.rcParams["figure.constrained_layout.use"] = True   # room for titles and colorbars

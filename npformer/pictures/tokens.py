@@ -52,14 +52,16 @@ WORD_ORDER_PANELS = (("no_positions", "no_positions_gap", "不加位置，不加
 
 def word_order():
     """|output of a character in 猫追狗 - its output in 狗追猫| under three settings."""
-    found, fig, axes = example_figure("word_order", 3, figsize=(11.5, 4.4))
+    # tall enough for a two-line heading above three-line panel titles and the axis labels
+    # below: with less room the layout gives up and the titles overlap
+    found, fig, axes = example_figure("word_order", 3, figsize=(12.5, 5.8))
     top = max(float(rows.max()) for rows in found["token_gaps"].values())
     for ax, (key, gap, title) in zip(axes, WORD_ORDER_PANELS):
         _table(ax, found["token_gaps"][key], f"{title}\n最大差 {found[gap]:.1e}", cmap="Oranges",
                vmin=0, vmax=top, row_labels=["狗", "追", "猫"], col_labels=["狗", "追", "猫"],
                xlabel="输出 logits 的分量（词表 V = 3）", ylabel="同一个字")
-    fig.suptitle("词序：狗追猫 与 猫追狗（两层 DecoderLM，float64），同一个字在两句里的输出之差。"
-                 "\n没有位置信息也没有掩码时差为 0：模型只看到一袋字，分不出谁追谁", fontsize=10)
+    fig.suptitle("词序：狗追猫与猫追狗（两层 DecoderLM，float64）里同一个字的输出之差\n"
+                 "既没有位置信息也没有掩码时差为 0：模型只看到一袋字，分不出谁追谁", fontsize=10)
     return fig
 
 

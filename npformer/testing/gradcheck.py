@@ -99,6 +99,10 @@ def gradcheck(target, *inputs, rng=None, eps=1e-6, tol=1e-6, exact_limit=64, dir
     float64. Integer inputs (token ids, positions) are passed through, not checked.
     Returns a ``GradcheckReport`` with one row per float input and per parameter.
     """
+    if not isinstance(target, Module) and not (isinstance(target, (tuple, list)) and len(target) == 2
+                                               and all(map(callable, target))):
+        raise TypeError(f"target: expected a Module or a (forward, backward) pair of functions, "
+                        f"got {type(target).__name__} {target!r:.60}")
     # A default seed of its own, so the upstream gradient never replays a caller's seeded input.
     rng = np.random.default_rng(_DEFAULT_SEED) if rng is None else rng
     if isinstance(target, Module):

@@ -20,15 +20,16 @@ checkpoint and return; a second signal stops at once (unless a save is under
 way, which always completes).
 
 The loop, ``train``, is at the end of the file; the small helpers it calls
-(settings, history, resume, checkpointing) come first; the stop signals and the
-progress bar are in ``runtime.py``.
+(resume, checkpointing) come first; the settings of a run and its history are in
+``settings.py``, the stop signals in ``runtime/signals.py``, the progress bar in
+``progress.py``.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -37,124 +38,12 @@ from ..files.budget import check_disk, checkpoint_bytes
 from ..files.checkpoint import (CheckpointError, CheckpointSaveError, checkpoint_exists,
                                 read_checkpoint, save_checkpoint)
 from ..files.lock import writer_lock
+from ..t10_model import DecoderLM
 from ..t11_loss import IGNORE_INDEX, cross_entropy, cross_entropy_forward
-from .optim import AdamW, clip_grad_norm, warmup_cosine
+from .optim import AdamW, clip_grad_norm
 from .progress import Progress
+from .settings import LONG_RUN, History, TrainConfig, default_checkpoint_every  # noqa: F401 (importable here too)
 from ..runtime.signals import StopSignals
-
-
-# -- settings and history ------------------------------------------------------------------
-LONG_RUN = 200          # steps: from here on a run saves periodically unless told otherwise
-
-
-def default_checkpoint_every(steps):
-    """The checkpoint interval a run gets by default: none below ``LONG_RUN`` steps (the
-    final save is soon), else every ``steps // 10`` steps, so that a disk that fills up,
-    a crash or a kill costs at most a tenth of the run."""
-    return 0 if steps < LONG_RUN else steps // 10
-
-
-@dataclass
-class TrainConfig:
-    """Settings of a run; saved with each checkpoint (a resume must use the same).
-
-    The learning rate warms up over ``warmup`` steps, then follows a cosine to
-    ``min_lr`` at step ``decay_steps`` (default: ``steps``) and stays there.
-    ``extended(n)`` gives the settings of the same run continued to ``n`` steps.
-    """
-
-    steps: int = 1000
-    batch_size: int = 32
-    micro_batches: int = 1
-    lr: float = 3e-3
-    min_lr: float | None = None        # None: lr / 10
-    warmup: int | None = None          # None: 5% of decay_steps
-    weight_decay: float = 0.01
-    betas: tuple = (0.9, 0.98)
-    clip: float | None = 1.0
-    eval_every: int = 0                # 0: evaluate only at the end
-    checkpoint_every: int | None = None   # 0: only at the end (and when stopped); None: auto, below
-    seed: int = 0
-    decay_steps: int | None = None     # None: = steps
-
-    def __post_init__(self):
-        self.betas = tuple(self.betas)
-        for name in ("steps", "batch_size", "micro_batches"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-        if self.batch_size % self.micro_batches:
-            raise ValueError(f"micro_batches: must divide batch_size={self.batch_size}, "
-                             f"got {self.micro_batches}")
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr: expected a positive finite number, got {self.lr!r}")
-        if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise ValueError(f"seed: expected an integer >= 0, got {self.seed!r}")
-        if self.checkpoint_every is not None and (isinstance(self.checkpoint_every, bool) or not
-                                                  isinstance(self.checkpoint_every, (int, np.integer))
-                                                  or self.checkpoint_every < 0):
-            raise ValueError(f"checkpoint_every: expected an integer >= 0 or None, got "
-                             f"{self.checkpoint_every!r}")
-        if self.decay_steps is not None and self.decay_steps < 1:
-            raise ValueError(f"decay_steps: expected a positive integer or None, got {self.decay_steps!r}")
-
-    @property
-    def save_every(self):
-        """Steps between checkpoints: ``checkpoint_every``, or when it is None
-        ``default_checkpoint_every(steps)`` (every tenth of a run of 200 steps or more)."""
-        if self.checkpoint_every is None:
-            return default_checkpoint_every(self.steps)
-        return self.checkpoint_every
-
-    @property
-    def schedule_steps(self):
-        """The step at which the cosine reaches ``min_lr``."""
-        return self.steps if self.decay_steps is None else self.decay_steps
-
-    def lr_at(self, step):
-        """The learning rate of optimizer step ``step`` (warmup, then cosine, then min_lr)."""
-        total = self.schedule_steps
-        warmup = max(1, total // 20) if self.warmup is None else self.warmup
-        min_lr = self.lr / 10 if self.min_lr is None else self.min_lr
-        return warmup_cosine(step, total, warmup, self.lr, min_lr)
-
-    def extended(self, steps):
-        """The same run continued to ``steps`` steps: the schedule is kept, the added steps
-        run at ``min_lr``; what the first steps did is unchanged."""
-        return dataclasses.replace(self, steps=steps, decay_steps=self.schedule_steps)
-
-    def to_dict(self):
-        """The settings as a JSON-ready dict."""
-        data = dataclasses.asdict(self)
-        data["betas"] = list(self.betas)
-        return data
-
-
-@dataclass
-class History:
-    """Per step: loss, learning rate, gradient norm; plus evaluations ``{"step": s, ...}``."""
-
-    loss: list = dataclasses.field(default_factory=list)
-    lr: list = dataclasses.field(default_factory=list)
-    grad_norm: list = dataclasses.field(default_factory=list)
-    evals: list = dataclasses.field(default_factory=list)
-    seconds: float = 0.0
-    tokens: int = 0
-
-    def record(self, loss, lr, grad_norm):
-        """Append one step's numbers."""
-        self.loss.append(loss)
-        self.lr.append(lr)
-        self.grad_norm.append(grad_norm)
-
-    def to_dict(self):
-        """The loss history as a JSON-ready dict."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data):
-        """The history saved by ``to_dict``."""
-        return cls(**data)
 
 
 class TrainingDiverged(RuntimeError):
@@ -331,6 +220,9 @@ def train(model, source, config, tokenizer=None, out_dir=None, resume=False, eva
     checkpoint as it was. While it runs it holds ``out_dir``'s writer lock
     (``files.lock``): a second run into the same directory gets ``CheckpointBusy``.
     """
+    if not isinstance(model, DecoderLM):
+        raise TypeError(f"model: train() trains a DecoderLM (ids in, next-token logits out), "
+                        f"got {type(model).__name__}")
     if out_dir is None:
         return _train(model, source, config, tokenizer, out_dir, resume, evaluate, progress,
                       on_step, extra_state, log)
@@ -348,15 +240,20 @@ def _train(model, source, config, tokenizer, out_dir, resume, evaluate, progress
     saver = Checkpointer(out_dir, model, tokenizer, optimizer, config, history, extra_state)
     evaluator = _Evaluator(evaluate, model, history, log)
     began, tokens = time.perf_counter(), 0
+    heard = {}          # the steps' numerical warnings, each once: told at the end, or in the error
     with Progress(config.steps, step, progress) as bar, StopSignals() as stop:
         evaluator.bar = bar
         while step < config.steps and not stop.requested:
             batch = source.sample(np.random.default_rng([config.seed, step]), config.batch_size)
-            try:
-                loss, norm = optimizer_step(model, optimizer, batch, config, step)
-            except TrainingDiverged as error:
-                raise TrainingDiverged(f"{error}; {saver.describe_last()}; try a lower learning "
-                                       f"rate") from None
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    loss, norm = optimizer_step(model, optimizer, batch, config, step)
+                except TrainingDiverged as error:
+                    heard.update(_distinct(caught))
+                    raise TrainingDiverged(f"{error}{_numpy_said(heard)}; {saver.describe_last()}; "
+                                           f"try a lower learning rate (lr={config.lr:g})") from None
+            heard.update(_distinct(caught))
             step += 1
             tokens += int(batch.key_mask.sum())
             history.record(loss, optimizer.lr, norm)
@@ -368,6 +265,7 @@ def _train(model, source, config, tokenizer, out_dir, resume, evaluate, progress
             if config.save_every and step % config.save_every == 0:
                 with stop.deferred():
                     saver.save(step)
+        _warn_again(heard)
         history.seconds += time.perf_counter() - began
         history.tokens += tokens
         finished = step >= config.steps
@@ -376,6 +274,24 @@ def _train(model, source, config, tokenizer, out_dir, resume, evaluate, progress
         with stop.deferred():
             saver.save(step)
     return TrainResult(history, step, not finished, stop.signal if not finished else None)
+
+
+def _distinct(caught):
+    """Warnings caught during a step, each (text, kind, place) once."""
+    return {(str(w.message), w.category, w.filename, w.lineno): w for w in caught}
+
+
+def _numpy_said(heard):
+    """The numerical warnings of a diverged run, as part of its message: a run that
+    overflows says so once, in the error, instead of printing each warning before it."""
+    said = list(dict.fromkeys(text for text, category, _, _ in heard if issubclass(category, RuntimeWarning)))
+    return f" (numpy warned on the way: {', '.join(said)})" if said else ""
+
+
+def _warn_again(heard):
+    """The warnings of a run that did not diverge, passed on (once each) as if never caught."""
+    for w in heard.values():
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 class _Evaluator:
