@@ -8,5 +8,5 @@ setup(
     packages=find_packages(include=["npformer*"]) + ["npformer.worked_examples"],
     package_dir={"npformer.worked_examples": "worked_examples"},
     package_data={"npformer": ["py.typed"], "npformer.worked_examples": ["*.md"],
-                  "npformer.testing.mistakes": ["*.json"]},    # the catalogue of mistakes is data
+                  "npformer.specs": ["*.json"]},    # the catalogue of mistakes is data, beside each spec
 )

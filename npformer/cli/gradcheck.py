@@ -3,39 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..testing.cases import CASES, missing_cases
+from ..testing.cases import CASES, in_tutorial_order, missing_cases
 from ..testing.gradcheck import gradcheck
 from .common import positive_number
-
-# The table follows the tutorial: what a token meets first comes first (embedding, linear,
-# softmax, attention, RoPE, activations, FFN, norms, block, model, loss, then the variants);
-# the encoder and the encoder-decoder, which the second article reaches last, close it.
-# A case not named here is printed after the variants, before the encoder.
-TUTORIAL_ORDER = (
-    "Embedding", "Embedding (padding row)", "LearnedPositions", "Embeddings",
-    "linear", "Linear",
-    "softmax", "log_softmax",
-    "attention", "MultiHeadAttention",
-    "Rotary",
-    "relu", "gelu", "gelu_tanh", "silu", "tanh", "swiglu_gate",
-    "FFN", "SwiGLU",
-    "layernorm", "rmsnorm", "LayerNorm", "RMSNorm",
-    "PreNormBlock", "PostNormBlock",
-    "TiedHead", "DecoderLM", "DecoderLM (row positions)",
-    "cross_entropy",
-    "flash_attention", "DecoderLM (flash)", "MoE", "DecoderLM (Mixtral)", "DecoderLM (Mixtral, pooled)",
-)
-LAST = ("mean_pool", "l2_normalize", "Encoder", "Pooler", "Encoder (pooler, padding row)",
-        "CrossAttention", "EncoderDecoderBlock", "EncoderDecoder")
-
-
-def in_tutorial_order(names):
-    """``names`` sorted as the tutorial teaches them (``TUTORIAL_ORDER``, the rest, ``LAST``)."""
-    def place(name):
-        if name in TUTORIAL_ORDER:
-            return 0, TUTORIAL_ORDER.index(name)
-        return (2, LAST.index(name)) if name in LAST else (1, 0)
-    return sorted(names, key=place)
 
 
 def run_all(sizes=(0, 1, 2), tol=1e-6, out=print):

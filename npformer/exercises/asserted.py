@@ -1,6 +1,6 @@
 """A claim's assertions, recorded where its program runs and checked again where it is judged.
 
-Most claims end in ``close(what, mine, expected, tol)`` and ``zero(what, array)`` (claims/registry).
+Most claims end in ``close(what, mine, expected, tol)`` and ``zero(what, array)`` (``npformer.specs.claims``).
 ``recording(check)`` runs a claim with those two replaced by versions that note their arrays
 before asserting, so the learner's process can send them; ``rechecked(records, expected)``
 asserts them again in the judge, and holds them to the claim's shape of assertions as
@@ -13,28 +13,29 @@ import contextlib
 
 import numpy as np
 
-from .claims import registry
+from ..specs import claims as kit
 
 
 @contextlib.contextmanager
 def recording(check, records):
-    """Inside the block, ``check``'s ``close`` and ``zero`` append their arrays to ``records``."""
-    space = getattr(check, "__globals__", {})
+    """Inside the block, the claims' ``close`` and ``zero`` (``npformer.specs.claims``, which
+    ``check`` asserts through) append their arrays to ``records``; a claim runs alone, one at a
+    time, in the process that records it."""
+    close_now, zero_now = kit.close, kit.zero
 
     def close(what, mine, expected, tol=1e-9):
         records.append({"kind": "close", "what": str(what), "mine": np.asarray(mine, np.float64),
                         "expected": np.asarray(expected, np.float64), "tol": float(tol)})
-        return registry.close(what, mine, expected, tol)
+        return close_now(what, mine, expected, tol)
 
     def zero(what, array):
         records.append({"kind": "zero", "what": str(what), "array": np.asarray(array)})
-        return registry.zero(what, array)
-    kept = {name: space[name] for name in ("close", "zero") if name in space}
-    space.update({name: {"close": close, "zero": zero}[name] for name in kept})
+        return zero_now(what, array)
+    kit.close, kit.zero = close, zero
     try:
         yield records
     finally:
-        space.update(kept)
+        kit.close, kit.zero = close_now, zero_now
 
 
 def structure(records):
@@ -49,10 +50,10 @@ def rechecked(records, expected):
     for record in records:
         try:
             if record["kind"] == "close":
-                registry.close(record["what"], record["mine"], record["expected"], record["tol"])
+                kit.close(record["what"], record["mine"], record["expected"], record["tol"])
             else:
-                registry.zero(record["what"], record["array"])
-        except registry.ClaimFailed as failure:
+                kit.zero(record["what"], record["array"])
+        except kit.ClaimFailed as failure:
             return str(failure)
     if structure(records) != expected:
         return (f"the claim's checks did not all run as npformer's do ({len(records)} of "

@@ -26,7 +26,7 @@ from . import catalog
 from .stubs import cut
 
 LEFT_OUT = ("fast", "gpt.py", "cli", "pictures", "worked_examples", "__main__.py")
-MISTAKES = os.path.join("testing", "mistakes")       # its JSON files become empty catalogues
+SPECS = "specs"                  # the mistakes beside them become empty catalogues, the facts stubs
 
 
 def graded_functions():
@@ -70,9 +70,14 @@ def write_build(directory):
             text = cut(f.read(), {q: _stub_message(q) for q in qualnames}, hints="none")
         with open(os.path.join(target, file), "w", encoding="utf-8") as f:
             f.write(text)
-    for name in os.listdir(os.path.join(target, MISTAKES)):
+    for file, qualnames in judges_own().items():
+        with open(os.path.join(source, file), encoding="utf-8") as f:
+            text = cut(f.read(), {q: "the judge's own, not in a learner's process" for q in qualnames}, hints="none")
+        with open(os.path.join(target, file), "w", encoding="utf-8") as f:
+            f.write(text)
+    for name in os.listdir(os.path.join(target, SPECS)):
         if name.endswith(".json"):
-            with open(os.path.join(target, MISTAKES, name), "w", encoding="utf-8") as f:
+            with open(os.path.join(target, SPECS, name), "w", encoding="utf-8") as f:
                 f.write("[]\n")
     # compiled once here: the learner's process reads the build from a read-only view
     compileall.compile_dir(target, quiet=1)
@@ -93,6 +98,28 @@ def shared_build():
         atexit.register(lambda: os.getpid() == owner and shutil.rmtree(root, ignore_errors=True))
         _SHARED["path"] = write_build(os.path.join(root, "build"))
     return _SHARED["path"]
+
+
+def judges_own():
+    """{"specs/t04_attention.py": [qualname, ...]}: what of each spec computes what code under
+    test must give (its facts' checks, its conventions' variants, its oracles). A learner's
+    process runs none of them: the build holds them as stubs."""
+    from .. import specs
+    found = [p.check for checks in specs.PROPERTIES.values() for p in checks]
+    found += [getattr(variant, "func", variant) for known in specs.CONVENTIONS.values()   # a partial's function
+              for _, variant in known if variant is not None]
+    found += list(specs.ORACLES)
+    cut_out = {}
+    for function in found:
+        top = function.__qualname__.split(".")[0]
+        if top == "<lambda>" or not function.__module__.startswith(specs.__name__ + "."):
+            continue
+        file = function.__module__[len(ROOT) + 1:].replace(".", "/") + ".py"
+        cut_out.setdefault(file, set()).add(top)
+    return {file: sorted(names) for file, names in cut_out.items()}
+
+
+ROOT = __name__.split(".")[0]
 
 
 # -- the dependencies of one exercise ------------------------------------------------------------

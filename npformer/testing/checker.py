@@ -17,7 +17,7 @@ from . import mistakes, properties, protocol, strategies
 from .compare import abs_tolerance, compare_tensor, data_scale, tolerance
 from .diagnosis import matching_mistakes, message_of, smallest_failure
 from .mistakes.registry import applicable
-from .properties.registry import precision as property_precision
+from ..specs.facts import precision as property_precision
 from .report import CheckResult, Failure
 from .scope import OutOfScope, Scope
 from .search import explore
@@ -250,12 +250,8 @@ def as_subject(component, forward, backward=None, vjp=None, scope=None):
     if hasattr(forward, "vjp") and hasattr(forward, "forward"):          # from_torch, from_jax
         forward, vjp, name, signature_of = forward.forward, forward.vjp, forward.name, forward.fn
     component = catalogue.find(component)
-    if component.name == "kv_decode":
-        step = forward
-
-        def forward(q, k, v):                                            # noqa: F811 - the step, looped
-            from .references import decode_all
-            return decode_all(step, q, k, v)
+    if component.adapt is not None:                 # a decoding step, say: looped over the positions
+        forward = component.adapt(forward)
     return Subject(component, forward, backward, vjp, name=name, signature_of=signature_of, scope=scope)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .properties.registry import differing
+from ..specs.facts import differing
 
 # The one place that says how close two results must be, by the precision the code computes in:
 # relative to the larger tensor's largest entry. Drawn examples and fixed cases both ask here

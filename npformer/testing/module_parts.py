@@ -17,7 +17,7 @@ import numpy as np
 
 from .compare import data_scale
 from .module_report import TOL_FLOAT32, compare_tensors
-from .properties.registry import differing
+from ..specs.facts import differing
 from .weightmap import nest, to_ours, to_theirs
 
 LABELS = {"norm1": "the first norm", "attn": "the attention", "norm2": "the second norm",

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .compare import SCALE_FLOOR
-from .properties.registry import differing
+from ..specs.facts import differing
 
 TOL_FLOAT64 = 1e-8      # relative to the tensor's largest entry: float64 agreement
 TOL_FLOAT32 = 1e-4      # code that computes in float32 inside (a .float() norm, say)

@@ -15,53 +15,28 @@ from __future__ import annotations
 
 import ast
 
-import numpy as np
-
 
 class OutOfScope(Exception):
     """A call needs an option value or a capability the code under test does not have."""
 
 
-def _heads_equal(component, args, options):
-    if component == "multi_head_attention":
-        return args[1].shape[1] == args[2].shape[1]
-    return np.ndim(args[0]) < 4 or np.ndim(args[1]) < 4 or args[0].shape[1] == args[1].shape[1]
-
-
-def _even_head_width(component, args, options):
-    return np.shape(args[0])[-1] % 2 == 0 if component != "multi_head_attention" \
-        else (args[1].shape[1] // args[5]) % 2 == 0
-
-
-def _self_attention(component, args, options):
-    return np.ndim(args[1]) < 4 or args[0].shape[2] == args[1].shape[2]
-
-
-def _no_fully_masked(component, args, options):
-    mask = options.get("mask")
-    if component in ("attention", "grouped_attention"):
-        from .example import Example
-        from .properties.attention import _allowed
-        return bool(_allowed(Example(("q", "k", "v"), tuple(args[:3]), options)).any(axis=-1).all())
-    if component == "softmax" and mask is not None:
-        x = np.asarray(args[0])
-        return bool(np.broadcast_to(mask, x.shape).any(axis=options.get("axis", -1)).all())
-    if component == "multi_head_attention" and mask is not None:
-        return bool(np.asarray(mask).any(axis=-1).all())
-    return True
-
-
-def _no_ignored(component, args, options):
-    return component != "cross_entropy" or not (np.asarray(args[1]) == options.get("ignore_index", -100)).any()
-
-
-CAPABILITIES = {    # word: (what an example needs to be in scope, how the report says it)
-    "no_gqa": (_heads_equal, "H_kv = H"),
-    "even_head_width": (_even_head_width, "an even head width D"),
-    "no_cached_keys": (_self_attention, "as many keys as queries (M = N)"),
-    "no_fully_masked": (_no_fully_masked, "every query reading at least one key"),
-    "no_ignore_index": (_no_ignored, "no ignored targets"),
+CAPABILITIES = {    # word: how the report says what an example then needs (each component's spec says
+    # which of its examples need it: ``spec.capability``; an example of a component that says
+    # nothing of a word is in scope)
+    "no_gqa": "H_kv = H",
+    "even_head_width": "an even head width D",
+    "no_cached_keys": "as many keys as queries (M = N)",
+    "no_fully_masked": "every query reading at least one key",
+    "no_ignore_index": "no ignored targets",
 }
+
+
+def in_scope(component, word, args, options):
+    """True when an example (``args``, ``options``) of ``component`` needs nothing that code
+    lacking ``word`` lacks."""
+    from ..specs import CAPABILITIES as NEEDS
+    needs = NEEDS.get((component, word))
+    return True if needs is None else bool(needs(args, options))
 
 
 def _value(text):
@@ -122,24 +97,24 @@ class Scope:
         return Example(example.names, example.args, options)
 
     def fit(self, component, example):
-        """A corner example brought into scope where it can be (ignored targets counted as 0),
-        so a corner's other purpose (logits far beyond exp's range) still runs."""
-        if "no_ignore_index" in self.lacks and component == "cross_entropy":
-            from .example import Example
-            logits, targets = example.args[:2]
-            example = Example(example.names, (logits, np.where(targets == -100, 0, targets)) +
-                              tuple(example.args[2:]), example.options)
+        """A corner example brought into scope where its spec says how (ignored targets counted
+        as 0), so a corner's other purpose (logits far beyond exp's range) still runs."""
+        from ..specs import FITS
+        for word in self.lacks:
+            fit = FITS.get((component, word))
+            if fit is not None:
+                example = fit(example)
         return example
 
     def admits(self, component, args, options):
         """True when an input needs no capability the code lacks."""
-        return all(CAPABILITIES[word][0](component, args, options) for word in self.lacks)
+        return all(in_scope(component, word, args, options) for word in self.lacks)
 
     def missing(self, component, args, options):
         """The first capability the input needs and the code lacks, or None."""
-        return next((w for w in self.lacks if not CAPABILITIES[w][0](component, args, options)), None)
+        return next((w for w in self.lacks if not in_scope(component, w, args, options)), None)
 
     def describe(self):
         """ "causal=True and H_kv = H" """
-        said = [f"{k}={v!r}" for k, v in self.pinned.items()] + [CAPABILITIES[w][1] for w in self.lacks]
+        said = [f"{k}={v!r}" for k, v in self.pinned.items()] + [CAPABILITIES[w] for w in self.lacks]
         return " and ".join(said)

@@ -66,7 +66,7 @@ class Subject:
     def _in_scope(self, args, options):
         lacking = self.scope.missing(self.component.name, args, options) if self.scope else None
         if lacking:
-            raise OutOfScope(f"needs {CAPABILITIES[lacking][1]}, which {self.name} lacks ({lacking})")
+            raise OutOfScope(f"needs {CAPABILITIES[lacking]}, which {self.name} lacks ({lacking})")
 
     @classmethod
     def reference(cls, component):

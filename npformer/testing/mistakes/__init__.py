@@ -4,6 +4,6 @@
 ``patches()`` puts its wrong version in place (``patching.patched``). The grader and
 ``conform`` compare the code under test with each of them on the same inputs and name the
 one that computes the same numbers. The mistakes are data (``registry``): one JSON file per
-concept file, beside this one.
+concept file, beside its spec (``npformer/specs/t05_rope.json``).
 """
 from .registry import CATALOGUE, Mistake, of_functions, pairs, settle  # noqa: F401

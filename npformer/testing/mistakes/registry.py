@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..patching import ROOT, StaleMistake, edited, resolve
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "specs"      # each beside its concept's spec
 FIELDS = ("name", "function", "old", "new", "says", "recheck")
 
 

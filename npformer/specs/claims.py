@@ -1,9 +1,13 @@
-"""The registry of claims and the small assertions they share.
+"""The assertions a claim is written with, and how its facts are reported.
 
-A claim is a fact the tutorial (or mathematics) states about a component, checked on
-the learner's code: ``check(learner, reference) -> detail or None`` raising
-``ClaimFailed`` with a one-line account. ``learner`` is the learner's npformer package,
-``reference`` the library (for the few claims that compare with it).
+A claim is a fact the tutorial (or mathematics) states about a component, checked on a
+learner's package: ``check(learner, reference) -> detail or None``, raising ``ClaimFailed``
+with a one-line account. ``learner`` is the learner's npformer (``learner.t02_linear``...).
+A claim asserts through this module's ``close`` and ``zero`` (``claims.close(...)``): where
+it is graded, the learner's process records their arrays and the judge asserts them again
+(``npformer.exercises.asserted``). A claim whose test is a condition of its own comes in two
+halves: ``compute(learner)`` reports facts (``raised`` says what a call raised) and
+``judge(facts)`` decides, with ``expects``.
 """
 from __future__ import annotations
 
@@ -11,19 +15,9 @@ import builtins
 
 import numpy as np
 
-CLAIMS = {}          # exercise name -> [(text, check), ...] in registration order
-
 
 class ClaimFailed(AssertionError):
     """A claim does not hold for the learner's code; the message says where and by how much."""
-
-
-def claim(exercise, text):
-    """Decorator: register ``check(learner, reference)`` as a claim of ``exercise``."""
-    def register(check):
-        CLAIMS.setdefault(exercise, []).append((text, check))
-        return check
-    return register
 
 
 def rng():

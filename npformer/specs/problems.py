@@ -1,21 +1,12 @@
-"""The registry of gradient-check cases and the small helpers the cases share.
+"""What gradient-check cases are built with: three sizes, random numbers, padding masks.
 
-``CASES[name](rng, size)`` returns ``(target, inputs, options)`` for ``gradcheck``:
-one small, random, float64 problem per public component, in three sizes.
+A case, ``builder(rng, size) -> (target, inputs, options)``, is one small float64 problem for
+``gradcheck``: ``target`` a Module or a (forward, backward) pair, ``inputs`` its arguments,
+``options`` its keyword arguments, at size 0 (tiny), 1 (small) or 2 (wider, more heads).
 """
 from __future__ import annotations
 
 import numpy as np
-
-CASES = {}
-
-
-def case(name):
-    """Decorator: register ``builder(rng, size) -> (target, inputs, options)`` under ``name``."""
-    def register(builder):
-        CASES[name] = builder
-        return builder
-    return register
 
 
 def shape(size):

@@ -1,26 +1,18 @@
-"""The registry of properties and the small assertions they share.
+"""The assertions a component's facts (its properties) are written with.
 
-The facts each component must satisfy, as checks any implementation can be put through.
-
-A property is ``check(subject, example)``: ``subject`` runs the implementation under test
+A property, ``check(subject, example)``, runs the implementation under test
 (``subject.output(args, options)``, and ``subject.gradients(args, options, d_out)`` when it
-has a backward, else None), ``example`` is a drawn ``strategies.Example`` (None for the
-properties that hold on fixed numbers). A check returns nothing, or a short detail, and
-raises ``PropertyFailed`` with a one-line account when the fact does not hold.
-
-Some facts are the tutorial's own (the weights [0.670, 0.330] of its scores [0.707, 0]);
-most are mathematics every correct implementation obeys (weights sum to 1, masked keys
-change nothing, RoPE keeps lengths, a norm ignores rescaling).
+has a backward) and raises ``PropertyFailed`` with a one-line account when the fact does not
+hold. ``close`` holds code to the precision it computes in (``precision``: float32 code is
+judged at float32's, properties included).
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
-from dataclasses import dataclass
 
 import numpy as np
 
-PROPERTIES = {}                 # component name -> [Property, ...]
 TOL = 1e-9
 _PRECISION = contextvars.ContextVar("property_precision", default=TOL)
 
@@ -38,33 +30,6 @@ def precision(tol):
 
 class PropertyFailed(AssertionError):
     """A property does not hold; the message says where and by how much."""
-
-
-@dataclass(frozen=True)
-class Property:
-    """One fact about a component; ``drawn``: checked on every drawn example, else once."""
-
-    component: str
-    text: str
-    check: object
-    drawn: bool = True
-    needs_backward: bool = False
-    needs_any: tuple = ()           # options of which one must be taken for the fact to say anything
-
-
-def prop(component, text, drawn=True, needs_backward=False, needs_any=()):
-    """Decorator: register ``check(subject, example)`` as a property of ``component``;
-    ``needs_any``: options (``mask``, ``causal``) without which it holds vacuously."""
-    def register(check):
-        PROPERTIES.setdefault(component, []).append(
-            Property(component, text, check, drawn, needs_backward, tuple(needs_any)))
-        return check
-    return register
-
-
-def of(component):
-    """The properties of ``component`` (a name), in registration order."""
-    return PROPERTIES.get(component, [])
 
 
 # -- small assertions -------------------------------------------------------------------------
@@ -104,11 +69,12 @@ def zero(what, array):
         raise PropertyFailed(f"{what} must be exactly 0, but at {at} it is {array[at]:.3g}")
 
 
-def _upstream(shape, seed=7):
+def upstream(shape, seed=7):
+    """A random upstream gradient of ``shape`` (the same for the same seed)."""
     return np.random.default_rng(seed).standard_normal(shape)
 
 
-def _readable(mask, shape, axis):
+def readable(mask, shape, axis):
     """Which entries may be read (the mask broadcast to ``shape``), and which rows have any."""
     allowed = np.ones(shape, bool) if mask is None else np.broadcast_to(mask, shape)
     return allowed, allowed.any(axis=axis, keepdims=True)
