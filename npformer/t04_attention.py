@@ -334,3 +334,8 @@ class DotProductAttention:
     def backward(self, d_out, cache):
         """``grouped_attention_backward``: (d_q, d_k, d_v)."""
         return grouped_attention_backward(d_out, cache)
+
+
+# The kernels a config may name (``BlockConfig.attention``); a later file adds its own (the
+# blockwise kernel of ``t18_flash_attention``, ALiBi's of ``t21_alibi``).
+ATTENTION_KERNELS = {"plain": DotProductAttention}

@@ -25,9 +25,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .t04_attention import DotProductAttention, MultiHeadAttention
+from .t04_attention import ATTENTION_KERNELS, MultiHeadAttention
 from .t07_ffn import FFN, SwiGLU
-from .t18_flash_attention import BlockwiseAttention
 from .t06_activations import ACTIVATIONS
 from .core.module import Cache, Module
 from .t14_moe import MoE
@@ -37,7 +36,6 @@ from .core.validate import (check_choice, check_eps, check_heads, check_non_nega
                             check_optional_positive, check_positive, check_window)
 
 FFNS = ("relu", "gelu", "gelu_tanh", "swiglu")
-ATTENTION_KERNELS = {"plain": DotProductAttention, "flash": BlockwiseAttention}
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .t04_attention import may_read, repeat_kv, sum_groups
+from .t04_attention import ATTENTION_KERNELS, may_read, repeat_kv, sum_groups
 from .core.module import Cache
 from .core.track import fast_twin
 from .core.validate import check_mask, check_positive, qkv_shapes, check_window
@@ -169,3 +169,6 @@ class BlockwiseAttention:
     def backward(self, d_out, cache):
         """``flash_attention_backward``."""
         return flash_attention_backward(d_out, cache)
+
+
+ATTENTION_KERNELS["flash"] = BlockwiseAttention       # a config may name it: attention="flash"

@@ -11,7 +11,7 @@ import npformer
 from npformer.cli import main
 from npformer.testing import COMPONENTS, ConformanceError, conform
 from npformer.testing.components import find
-from npformer.testing.references import decode_step
+from npformer.specs.t13_kv_cache import decode_step
 from npformer.testing.strategies import Example
 from npformer.testing.subject import Subject
 

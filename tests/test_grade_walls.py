@@ -132,11 +132,11 @@ except OSError as error:
     print("other:", type(error).__name__)
 """, WRONG),
     "grader-patched-for-the-next-judge": ("""\
-import npformer.exercises.judging as judging
-for path in (PATHS["judging"], judging.__file__, PATHS["cwd"] + "/sitecustomize.py", "/scratch/../sitecustomize.py"):
+import npformer.exercises.verdict as verdict
+for path in (PATHS["judging"], verdict.__file__, PATHS["cwd"] + "/sitecustomize.py", "/scratch/../sitecustomize.py"):
     try:
         with open(path, "a") as f:
-            f.write("\\nimport npformer.exercises.judging as j; j.judge_exercise = None\\n")
+            f.write("\\nimport npformer.exercises.verdict as j; j.judge_exercise = None\\n")
         print("patched:", path)
     except OSError as error:
         print("patch:", type(error).__name__)
@@ -288,7 +288,7 @@ FOLDER_NAMES = {"terminal-and-formats": "=cmd|' -C calc'!A0\x1b[31m"}
 
 def _paths(root, outside):
     return {"installed": os.path.join(PACKAGE, "t03_softmax.py"),
-            "judging": os.path.join(PACKAGE, "exercises", "judging.py"),
+            "judging": os.path.join(PACKAGE, "exercises", "verdict.py"),
             "other": str(root / "subs" / "honest" / "t03_softmax.py"),
             "key": str(outside / "key" / "t03_softmax.py"), "gradebook": str(root / "book" / "gradebook.csv"),
             "teacher": str(outside / "teacher"), "secret_file": str(outside / "home" / ".ssh" / "id_rsa"),
@@ -360,7 +360,7 @@ def _grade(root, outside, user):
     listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     listener.bind(("127.0.0.1", _paths(root, outside)["port"]))
     listener.setblocking(False)
-    judging_before = _digest(os.path.join(PACKAGE, "exercises", "judging.py"))
+    judging_before = _digest(os.path.join(PACKAGE, "exercises", "verdict.py"))
     argv = [sys.executable, "-m", "npformer", "grade", str(root / "subs"), "--course", str(root / "course.json"),
             "--out", str(root / "book"), "--jobs", "2", "--junit", "--gradescope", "--timeout", "60"]
     began = time.monotonic()
@@ -383,7 +383,7 @@ def _grade(root, outside, user):
             book = json.load(f)
         books[book["submission"]] = book
     return {"books": books, "stdout": ran.stdout, "stderr": ran.stderr, "seconds": seconds,
-            "packets": packets, "judging_changed": _digest(os.path.join(PACKAGE, "exercises", "judging.py"))
+            "packets": packets, "judging_changed": _digest(os.path.join(PACKAGE, "exercises", "verdict.py"))
             != judging_before, "left": _named("npf-daemon") + _named("npf-survivor"), "root": root,
             "outside": outside}
 

@@ -2,7 +2,7 @@
 differently graded done, a mistake reported once against its own exercise, a loop located,
 printing capped, every line of what a learner writes reached by its exercise's checks.
 
-Most tests judge in-process (``judging.judge_exercise`` with the functions patched in, as the
+Most tests judge in-process (``verdict.judge_exercise`` with the functions patched in, as the
 grader's runner does); a few grade a whole workspace as a teacher would."""
 import ast
 import dis
@@ -17,7 +17,7 @@ import pytest
 
 from npformer.exercises import catalog
 from npformer.exercises.grader import grade
-from npformer.exercises.judging import judge_exercise
+from npformer.exercises.verdict import judge_exercise
 from npformer.exercises.learner import learner_functions
 from npformer.exercises.stubs import functions_by_qualname
 from npformer.exercises.workspace import write_workspace
@@ -38,9 +38,9 @@ def fewer_draws(monkeypatch):
     correct implementation passes on any number (the grader itself draws 40). Shorter shrinking
     too: a less shrunk example tells mistakes apart at least as well (it has more numbers that
     differ), and shrinking is most of a failing exercise's time."""
-    import npformer.exercises.judging as judging
+    import npformer.exercises.verdict as verdict
     import npformer.testing.search as search
-    monkeypatch.setattr(judging, "EXAMPLES", 12)
+    monkeypatch.setattr(verdict, "EXAMPLES", 12)
     monkeypatch.setattr(search, "SHRINK_CALLS", 20)
 
 

@@ -6,20 +6,22 @@ import pytest
 from hypothesis import given, settings
 
 from npformer.exercises import catalog
-from npformer.exercises.judging import judge_component
+from npformer.exercises.verdict import judge_component
 from npformer.testing import mistakes
 from npformer.testing.components import LAYERS, find
 from npformer.testing.conformance import Checker
 from npformer.testing.patching import edited
 from npformer.testing.subject import Subject
-from npformer.testing import layer_strategies as nst
+from npformer.specs.draw import weights_of
+from npformer.specs.layered import every, weight_names
+from npformer.specs.t09_block import build_prenorm
 
 
 @pytest.fixture
 def fewer_draws(monkeypatch):
-    import npformer.exercises.judging as judging
+    import npformer.exercises.verdict as verdict
     import npformer.testing.search as search
-    monkeypatch.setattr(judging, "EXAMPLES", 12)
+    monkeypatch.setattr(verdict, "EXAMPLES", 12)
     monkeypatch.setattr(search, "SHRINK_CALLS", 30)
 
 
@@ -41,7 +43,7 @@ def test_the_four_exercises_list_their_layers():
 
 # -- what is drawn -----------------------------------------------------------------------------------
 @settings(max_examples=15, deadline=None, derandomize=True)
-@given(nst.block_inputs(prenorm=True))
+@given(find("prenorm_block").draw)
 def test_a_drawn_block_input_has_no_constant_row(example):
     x = example.args[0]
     assert x.shape[-1] >= 3                        # LayerNorm of 2 features is constant in x
@@ -50,7 +52,7 @@ def test_a_drawn_block_input_has_no_constant_row(example):
 
 
 @settings(max_examples=15, deadline=None, derandomize=True)
-@given(nst.moe_inputs())
+@given(find("moe").draw)
 def test_a_drawn_moe_input_has_no_routing_tie(example):
     x, router = example.args[0], example.args[1]
     k, E = example.options["top_k"], example.options["n_experts"]
@@ -63,7 +65,9 @@ def test_a_drawn_moe_input_has_no_routing_tie(example):
 
 def test_the_simplest_weights_are_all_one_eighth_and_named_as_the_module_names_them():
     recipe = {"n_heads": 1, "ffn_hidden": 1, "norm": "rmsnorm", "ffn": "relu"}
-    names, weights = find_simplest(nst.weights_of("prenorm_block", 3, recipe))
+    from hypothesis import strategies as st
+    named = weight_names(build_prenorm, every, 3, recipe)
+    names, weights = find_simplest(st.composite(lambda draw: weights_of(draw, named))())
     assert names == ("norm1.gamma", "attn.qkv.weight", "attn.out.weight", "norm2.gamma",
                      "ffn.up.weight", "ffn.up.bias", "ffn.down.weight", "ffn.down.bias")
     assert weights[1].shape == (3, 9)                     # [Wq | Wk | Wv], d = 3

@@ -230,7 +230,7 @@ def test_a_moe_backward_whose_aux_gradient_reaches_padding_is_named(key, tmp_pat
 
 
 def test_the_answer_keys_moe_stays_done_on_every_seed(key, tmp_path):
-    from npformer.exercises.judging import EXTRA_SEEDS
+    from npformer.exercises.verdict import EXTRA_SEEDS
     result = judge_source(key, catalog.find("moe"), "t14_moe.py", Path(key.path("t14_moe.py")).read_text(),
                           tmp_path)
     assert not failing(result)

@@ -4,7 +4,7 @@ import pytest
 
 import npformer
 from npformer.testing.cases import CASES, missing_cases, public_components
-from npformer.testing.cases.moe import aux_weights
+from npformer.specs.t14_moe import aux_weights
 from npformer.testing.gradcheck import GradcheckError, assert_gradcheck, gradcheck
 from npformer.t02_linear import Linear
 

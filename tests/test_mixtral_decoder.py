@@ -6,7 +6,7 @@ from hypothesis import given, strategies as st
 from npformer import DecoderConfig, DecoderLM, MoE, active_parameters, cross_entropy
 from npformer import gradcheck
 from npformer.testing.cases import CASES
-from npformer.testing.cases.moe import WithAuxLoss
+from npformer.specs.t14_moe import WithAuxLoss
 from npformer.t14_moe import MoECache
 
 seeds = st.integers(0, 2**32 - 1)

@@ -6,7 +6,7 @@ import numpy as np
 
 from npformer.exercises import catalog
 from npformer.exercises.grader import Outcome
-from npformer.exercises.judging import judge_exercise
+from npformer.exercises.verdict import judge_exercise
 from npformer.exercises.report import REPORT_BYTES, REPORT_LINES, describe_run, format_outcome
 from npformer.testing.example import Example
 from npformer.testing.patching import edited

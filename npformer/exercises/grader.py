@@ -22,12 +22,12 @@ from .grading_build import shared_build
 from .learner_process import specs_to_judge
 from .report import describe_run, format_outcome, next_step, progress_table
 from .safe_text import shown
+from .sandbox import TIMEOUT as DEFAULT_TIMEOUT
 from .sandbox import Limits, detect
 from .session import Sandbox
 from .stubs import stub_state
 from .workspace import WorkspaceError, load_workspace
 
-DEFAULT_TIMEOUT = 120.0          # seconds of its own computing one exercise may take
 SHOW_PROGRESS_AFTER = 3.0        # seconds an exercise runs before the grader says what it is doing
 JUDGE_SHARE, STARTUP = 2.0, 20.0    # the wall limit: this many timeouts, and seconds to spare
 

@@ -1,4 +1,4 @@
-"""A learner's functions, taken from their files, to be patched into npformer for judging.
+"""A learner's functions, taken from their files, to be patched into npformer for verdict.
 
 ``learner_functions(source, module_name, qualnames, filename)`` runs a learner's file as a
 module beside npformer's own and gives {"npformer.<module>.<qualname>": their function}, the

@@ -90,7 +90,7 @@ class _Server:
         from ..testing.subject import Subject, describe_error
         from . import claims
         from .asserted import recording
-        from .judging import run_claim
+        from .verdict import run_claim
         self.exercise, self.recording = exercise, recording
         self.Example, self.run, self.describe_error = Example, run, describe_error
         self.Subject, self.find, self.run_claim = Subject, find, run_claim

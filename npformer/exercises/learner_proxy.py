@@ -232,7 +232,7 @@ class Learner:
     def structure(self, check):
         """``asserted.structure`` of the claim run here with npformer's own code ([] when it
         makes no assertion of arrays, or cannot run: then no verdict of done)."""
-        from .judging import run_claim
+        from .verdict import run_claim
         if check not in self._structures:
             records = []
             with asserted.recording(check, records):

@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass
 
 GIB, MIB = 1 << 30, 1 << 20
+TIMEOUT = 120.0                  # seconds of its own computing one exercise may take (``--timeout``)
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4          # prctl(2) options
 BUILD_AT, SUBMISSION_AT, SCRATCH_AT = "/grading", "/submission", "/scratch"   # where the sandbox sees them
 NAMESPACES = "user, pid, net, ipc, uts, mount namespaces"
@@ -66,7 +67,7 @@ class Limits:
 
     memory: int = 4 * GIB
     cpu: float = 300.0
-    wall: float = 120.0
+    wall: float = TIMEOUT
     output: int = 256 * 1024
     file_size: int = 64 * MIB
     files: int = 256

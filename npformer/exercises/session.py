@@ -210,7 +210,7 @@ def judge_in(sandbox, exercise, specs, timeout, limits, progress=None):
     learner's exit code or "timeout", "output": what it printed (capped), "dropped": bytes past
     the cap, "stopped": where its code was when its time ran out}. ``result`` is None when the
     learner's process ended before the judging did. ``specs``: the learner's functions to run."""
-    from .judging import judge_exercise
+    from .verdict import judge_exercise
     from .learner_proxy import Gone, Learner, Stopped
     pid, requests, replies, (reader, stack_reader) = _pipes(sandbox, limits)
     learner = Learner(exercise, requests, replies)

@@ -80,13 +80,6 @@ def _safetensors_header(path):
     return header, 8 + length
 
 
-def safetensors_data_bytes(path):
-    """How many bytes of tensor data a .safetensors file holds (from its checked header)."""
-    header, _ = _safetensors_header(path)
-    return sum(info["data_offsets"][1] - info["data_offsets"][0]
-               for name, info in header.items() if name != "__metadata__")
-
-
 def bf16_to_float32(raw):
     """uint16 bit patterns of bfloat16 -> float32, exactly: bf16 is the top half of a float32."""
     return (np.asarray(raw, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
@@ -171,17 +164,6 @@ def shard_paths(directory):
         if path not in shards:
             shards.append(path)
     return sorted(shards)
-
-
-def hf_data_bytes(directory):
-    """How many bytes of tensors a checkpoint directory holds (headers read, data not)."""
-    directory = Path(directory)
-    single = directory / WEIGHTS_FILE
-    if single.is_file():
-        return safetensors_data_bytes(single)
-    if (directory / INDEX_FILE).is_file():
-        return sum(safetensors_data_bytes(shard) for shard in shard_paths(directory))
-    return None
 
 
 def read_hf_tensors(directory):

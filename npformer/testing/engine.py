@@ -15,7 +15,7 @@ import numpy as np
 from .cases import CASES
 from .components import find as component
 from .checker import Checker, compared_failures
-from .judge import judge_case
+from .fixed_case import judge_case
 from .mistakes import settle
 from .mistakes.registry import applicable, of_functions
 from .patching import patched, resolve

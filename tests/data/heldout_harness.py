@@ -987,7 +987,7 @@ class Sandbox:
 
     def __init__(self, root, key_dir, files):
         self.dir = os.path.join(root, "pkg")
-        ignore = shutil.ignore_patterns("__pycache__", "mistakes", "cases", "claims", "judging.py")
+        ignore = shutil.ignore_patterns("__pycache__", "mistakes", "cases", "claims", "verdict.py")
         shutil.copytree(os.path.join(ROOT, "npformer"), os.path.join(self.dir, "npformer"), ignore=ignore)
         self.key_text = {}
         for name in files:

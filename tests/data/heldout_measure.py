@@ -51,7 +51,7 @@ def _with_body(source, qualname, body):
 def _judge(entry):
     """(set, id, kind, verdict, names, seconds) for one held-out entry."""
     from npformer.exercises import catalog
-    from npformer.exercises.judging import judge_exercise
+    from npformer.exercises.verdict import judge_exercise
     from npformer.exercises.learner import learner_functions
     folder, kind, item = entry
     key = _key()

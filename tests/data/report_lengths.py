@@ -25,7 +25,7 @@ def _report(entry):
     """(set, id, kind, exercise, status, lines, bytes, text, names) of one held-out entry."""
     from npformer.exercises import catalog
     from npformer.exercises.grader import Outcome
-    from npformer.exercises.judging import judge_exercise
+    from npformer.exercises.verdict import judge_exercise
     from npformer.exercises.learner import learner_functions
     from npformer.exercises.report import describe_run, format_outcome
     folder, kind, item = entry
