@@ -5,21 +5,31 @@ from __future__ import annotations
 import numpy as np
 
 from ..files.budget import available_memory, decoder_parameters
-from ..t10_model import DecoderConfig
+from ..t10_model import POSITIONS, DecoderConfig
 from .common import UsageError, count, positive_int, positive_number, seed
 
 # name -> the value used when neither the user nor a resumed checkpoint gives one
 MODEL_DEFAULTS = {"arch": "gpt2", "d_model": 64, "layers": 2, "heads": 4, "vocab_size": None,
-                  "max_len": None}
+                  "max_len": None, "positions": None}       # positions None: the arch's own
+
+
+def saved_model_flags(config):
+    """The value each model flag had in a saved run (its ``DecoderConfig``)."""
+    return {"arch": "llama" if config.norm == "rmsnorm" else "gpt2",    # the demo's is GPT-2 with RoPE
+            "d_model": config.d_model, "layers": config.n_layers, "heads": config.n_heads,
+            "vocab_size": config.vocab_size, "max_len": config.max_len, "positions": config.positions}
 
 
 def add_model_arguments(parser):
-    """--arch, --d-model, --layers, --heads, --vocab-size, --max-len (defaults filled in later:
-    a resumed run takes the checkpoint's)."""
+    """--arch, --positions, --d-model, --layers, --heads, --vocab-size, --max-len (defaults
+    filled in later: a resumed run takes the checkpoint's)."""
     group = parser.add_argument_group("model (a resumed run keeps its own)")
     group.add_argument("--arch", choices=("gpt2", "llama"), default=None,
                        help="gpt2: learned positions, LayerNorm, GELU, tied head; "
                             "llama: RoPE, RMSNorm, SwiGLU (default gpt2)")
+    group.add_argument("--positions", choices=POSITIONS, default=None,
+                       help="how order enters the model (default: the arch's, learned for gpt2 and "
+                            "rope for llama)")
     group.add_argument("--d-model", type=positive_int, default=None, help="width d (default 64)")
     group.add_argument("--layers", type=positive_int, default=None, help="blocks (default 2)")
     group.add_argument("--heads", type=positive_int, default=None, help="attention heads (default 4)")
@@ -66,8 +76,9 @@ def model_config(args, vocab_size, max_len):
                          f"{max_len} tokens")
     maker = DecoderConfig.llama if args.arch == "llama" else DecoderConfig.gpt2
     try:
+        chosen = {"positions": args.positions} if getattr(args, "positions", None) else {}
         return maker(vocab_size=args.vocab_size or vocab_size, d_model=args.d_model,
-                     n_heads=args.heads, n_layers=args.layers, max_len=args.max_len or max_len)
+                     n_heads=args.heads, n_layers=args.layers, max_len=args.max_len or max_len, **chosen)
     except ValueError as error:
         if args.d_model % args.heads:
             raise UsageError(f"--heads: the width --d-model {args.d_model} must be divisible by "

@@ -10,7 +10,7 @@ from ..t10_model import DecoderConfig
 from ..training.settings import TrainConfig, default_checkpoint_every
 from .common import UsageError
 from .datasets import prepare, text_spec
-from .model_options import MODEL_DEFAULTS, model_config
+from .model_options import MODEL_DEFAULTS, model_config, saved_model_flags
 
 # The settings a checkpoint fixes: flag -> its default for a new run.
 RUN_DEFAULTS = {"data": "aftersales", "text": None, "seq_len": 64, "steps": 1000, "lr": 3e-3,
@@ -65,16 +65,12 @@ def new_run(args):
 
 def _saved_flags(checkpoint, settings, spec):
     """The value each settings flag had in the saved run."""
-    config = checkpoint.config
     text = spec.get("data") == "text"
     return {"data": None if text else spec.get("data"), "text": spec.get("path") if text else None,
             "seq_len": spec.get("seq_len"), "lr": settings.lr, "batch_size": settings.batch_size,
             "seed": settings.seed, "micro_batches": settings.micro_batches,
             "eval_every": settings.eval_every, "checkpoint_every": settings.checkpoint_every,
-            "arch": "llama" if config.norm == "rmsnorm" else "gpt2",    # the demo's is GPT-2 with RoPE
-            "d_model": config.d_model,
-            "layers": config.n_layers, "heads": config.n_heads, "vocab_size": config.vocab_size,
-            "max_len": config.max_len}
+            **saved_model_flags(checkpoint.config)}
 
 
 def resumed_run(args):
