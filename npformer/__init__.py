@@ -4,8 +4,9 @@ The files t01 ... t18 follow the tutorial, one concept each, in the order it tea
 token vectors and positions, the linear layer (Q/K/V), softmax, attention (masks, multi-head,
 grouped-query), RoPE, activations, the FFN, norms, the block, the decoder, the loss (which
 the tutorial leaves to its next article), generation, the KV cache, Mixture of Experts, the
-encoder, cross-attention, the encoder-decoder and blockwise attention. ``gpt.py`` is the
-whole decoder on one screen.
+encoder, cross-attention, the encoder-decoder and blockwise attention. ``t21_alibi`` goes one
+step beyond the tutorial: ALiBi, positions as a bias on the scores (exercises 19 and 20 are
+the optimiser and the training step). ``gpt.py`` is the whole decoder on one screen.
 
 The sub-packages hold the machinery: ``core`` (the protocol, input checks, the track switch),
 ``fast`` (the fast twins), ``training``, ``files`` (checkpoints), ``interop`` (Hugging Face),
@@ -42,6 +43,7 @@ from .t16_cross_attention import CrossAttention
 from .t17_seq2seq import EncoderDecoder, EncoderDecoderBlock, Seq2SeqConfig
 from .t18_flash_attention import (BlockwiseAttention, flash_attention_backward,
                                   flash_attention_forward)
+from .t21_alibi import ALiBiAttention, alibi_backward, alibi_forward, alibi_slopes
 from .testing.gradcheck import GradcheckError, GradcheckReport, assert_gradcheck, gradcheck
 from .files.checkpoint import CheckpointError, CheckpointSaveError, load_checkpoint, save_checkpoint
 from .training.loop import TrainConfig, TrainingDiverged, train
@@ -81,7 +83,8 @@ __all__ = [
     "active_parameters", "Encoder", "EncoderConfig", "Pooler", "l2_normalize_backward",
     "l2_normalize_forward", "mean_pool_backward", "mean_pool_forward", "CrossAttention",
     "EncoderDecoder", "EncoderDecoderBlock", "Seq2SeqConfig", "BlockwiseAttention",
-    "flash_attention_backward", "flash_attention_forward", "GradcheckError", "GradcheckReport",
+    "flash_attention_backward", "flash_attention_forward", "ALiBiAttention", "alibi_backward",
+    "alibi_forward", "alibi_slopes", "GradcheckError", "GradcheckReport",
     "assert_gradcheck", "gradcheck", "CheckpointError", "CheckpointSaveError",
     "load_checkpoint", "save_checkpoint", "TrainConfig", "TrainingDiverged", "train", "SGD",
     "AdamW", "adamw_update", "clip_grad_norm", "warmup_cosine", "ByteTokenizer",

@@ -37,7 +37,7 @@ from .t14_moe import AUX_OBJECTIVES, RouterLoss, router_grads, router_inputs, ro
 from .core.validate import (check_choice, check_key_mask, check_padding_idx, check_positions,
                             check_positive, check_rng, check_token_ids)
 
-POSITIONS = ("learned", "sinusoidal", "rope", "none")
+POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
 
 
 @dataclass
@@ -50,7 +50,7 @@ class DecoderConfig(ConfigDict):
     n_kv_heads: int | None = None      # None: = n_heads (MHA); 1: MQA; between: GQA
     n_layers: int = 1
     max_len: int = 16
-    positions: str = "learned"         # learned | sinusoidal | rope | none
+    positions: str = "learned"         # learned | sinusoidal | rope | alibi | none
     norm: str = "layernorm"            # layernorm | rmsnorm
     ffn: str = "gelu"                  # relu | gelu | gelu_tanh | swiglu
     ffn_hidden: int | None = None      # None: 4 * d_model
@@ -102,8 +102,13 @@ class DecoderConfig(ConfigDict):
         self.block_config()                  # heads, norm, ffn, window, kernel, experts
 
     def block_config(self):
-        """The ``BlockConfig`` of every layer of this decoder."""
-        return BlockConfig.from_config(self, rope=self.positions == "rope")
+        """The ``BlockConfig`` of every layer of this decoder (ALiBi's positions are its kernel's)."""
+        if self.positions != "alibi":
+            return BlockConfig.from_config(self, rope=self.positions == "rope")
+        if self.attention != "plain":
+            raise ValueError(f"attention: positions='alibi' adds its bias to the whole score table, "
+                             f"expected attention='plain', got {self.attention!r}")
+        return BlockConfig.from_config(self, attention="alibi")
 
     @property
     def head_dim(self):
