@@ -53,7 +53,7 @@ def save_plot(growth, path):
     _sweep_panel(axes[1], growth["width_sweep"], "width d")
     _decode_panel(axes[2], growth["decode"])
     figure.tight_layout()
-    from npformer.files.fileio import atomic_write
+    from npformer.core.fileio import atomic_write
     atomic_write(path, lambda f: figure.savefig(f, format="png", dpi=110))
     plt.close(figure)
     return f"![training step against N and d, decoding against context]({path.name})"

@@ -110,7 +110,7 @@ def run(options, log, output, stem):
 def write(results, output, stem):
     """The Markdown report and the JSON of every timing, both written atomically."""
     from benchmarks.report import render
-    from npformer.files.fileio import atomic_write, write_json
+    from npformer.core.fileio import atomic_write, write_json
     text = render(results)
     atomic_write(output / f"{stem}.md", lambda f: f.write(text), mode="w")
     write_json(output / f"{stem}.json", results)

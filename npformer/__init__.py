@@ -4,12 +4,13 @@ The files t01 ... t18 follow the tutorial, one concept each, in the order it tea
 token vectors and positions, the linear layer (Q/K/V), softmax, attention (masks, multi-head,
 grouped-query), RoPE, activations, the FFN, norms, the block, the decoder, the loss (which
 the tutorial leaves to its next article), generation, the KV cache, Mixture of Experts, the
-encoder, cross-attention, the encoder-decoder and blockwise attention. ``t21_alibi`` goes one
-step beyond the tutorial: ALiBi, positions as a bias on the scores (exercises 19 and 20 are
-the optimiser and the training step). ``gpt.py`` is the whole decoder on one screen.
+encoder, cross-attention, the encoder-decoder and blockwise attention. Two files go beyond
+the tutorial: ``t19_optim`` (SGD and AdamW) and ``t21_alibi`` (ALiBi, positions as a bias on
+the scores); ``tokenizer`` turns text into ids and back. ``gpt.py`` is the whole decoder on
+one screen.
 
 The sub-packages hold the machinery: ``core`` (the protocol, input checks, the track switch),
-``fast`` (the fast twins), ``training``, ``files`` (checkpoints), ``interop`` (Hugging Face),
+``fast`` (the fast twins), ``training``, ``checkpoints``, ``interop`` (Hugging Face),
 ``testing`` (gradient checks and conformance), ``exercises``, ``runtime`` (settings of the
 whole process) and ``cli`` (the ``npformer`` command).
 """
@@ -45,10 +46,11 @@ from .t18_flash_attention import (BlockwiseAttention, flash_attention_backward,
                                   flash_attention_forward)
 from .t21_alibi import ALiBiAttention, alibi_backward, alibi_forward, alibi_slopes
 from .testing.gradcheck import GradcheckError, GradcheckReport, assert_gradcheck, gradcheck
-from .files.checkpoint import CheckpointError, CheckpointSaveError, load_checkpoint, save_checkpoint
+from .checkpoints.checkpoint import CheckpointError, CheckpointSaveError, load_checkpoint, save_checkpoint
 from .training.loop import TrainConfig, TrainingDiverged, train
-from .training.optim import SGD, AdamW, adamw_update, clip_grad_norm, warmup_cosine
-from .training.tokenizer import ByteTokenizer, CharTokenizer
+from .t19_optim import SGD, AdamW, adamw_update, clip_grad_norm, warmup_cosine
+from .tokenizer import ByteTokenizer, CharTokenizer
+from . import fast  # noqa: F401  (registers the fast twins, which the fast track runs when chosen)
 
 __version__ = "0.1.0"
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from npformer.files import checkpoint as ck
-from npformer.files import fileio
-from npformer.files.checkpoint import (CheckpointError, CheckpointSaveError, load_checkpoint,
+from npformer.checkpoints import checkpoint as ck
+from npformer.core import fileio
+from npformer.checkpoints.checkpoint import (CheckpointError, CheckpointSaveError, load_checkpoint,
                                        load_model, load_optimizer, read_checkpoint,
                                        save_checkpoint)
 from npformer.t10_model import DecoderConfig, DecoderLM
-from npformer.training.optim import AdamW
-from npformer.training.tokenizer import CharTokenizer
+from npformer.t19_optim import AdamW
+from npformer.tokenizer import CharTokenizer
 
 FIRST_LAYOUT = Path(__file__).parent / "data" / "checkpoint_v1_reverse"
 

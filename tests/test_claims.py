@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from npformer import BlockConfig, DecoderConfig, DecoderLM, FFN, LayerNorm, MoE, build_block
-from npformer.cli.worked_examples import list_examples
+from npformer.worked import list_examples
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE = REPO / "worked_examples" / "CLAIMS.md"

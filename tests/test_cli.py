@@ -95,7 +95,7 @@ def test_train_generate_round_trip_and_prompt_errors(capsys, tmp_path, text_file
 
 
 def test_top_k_alone_samples_at_temperature_one(capsys, tmp_path, text_file):
-    from npformer.files.checkpoint import load_checkpoint
+    from npformer.checkpoints.checkpoint import load_checkpoint
     from npformer.t12_generate import generate
     out_dir = str(tmp_path / "run")
     assert _run(capsys, "train", "--text", str(text_file), "--steps", "3", "--seq-len", "16",
@@ -122,7 +122,7 @@ def test_resume_with_more_steps_extends_the_run(capsys, tmp_path):
     code, out, _ = _run(capsys, "train", "--out", out_dir, "--resume", "--steps", "9", "--no-progress",
                         "--batch-size", "8", "--d-model", "16")       # same values: accepted
     assert code == 0 and "resuming" in out and "at step 6 of 9" in out and "trained 9 steps" in out
-    from npformer.files.checkpoint import load_state
+    from npformer.checkpoints.checkpoint import load_state
     state = load_state(out_dir)
     assert state["step"] == 9 and len(state["history"]["loss"]) == 9
     assert state["train_config"]["steps"] == 9 and state["train_config"]["decay_steps"] == 6
@@ -131,8 +131,8 @@ def test_resume_with_more_steps_extends_the_run(capsys, tmp_path):
 def test_a_full_disk_while_saving_is_one_line_and_keeps_the_previous_checkpoint(capsys, tmp_path,
                                                                                    monkeypatch):
     import errno
-    from npformer.files import fileio
-    from npformer.files.checkpoint import load_state
+    from npformer.core import fileio
+    from npformer.checkpoints.checkpoint import load_state
     out_dir = str(tmp_path / "run")
     assert _run(capsys, "train", "--data", "reverse", "--steps", "4", "--out", out_dir, *FAST)[0] == 0
 
@@ -161,7 +161,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "stopped by SIGINT at step" in out
-    from npformer.files.checkpoint import load_checkpoint
+    from npformer.checkpoints.checkpoint import load_checkpoint
     _, _, state = load_checkpoint(out_dir)
     assert 0 < state["step"] < 100000
 
@@ -209,7 +209,7 @@ def test_demo_answers_heldout_questions(capsys, tmp_path):
 def test_a_first_layout_checkpoint_generates_and_resumes(capsys, tmp_path):
     import shutil
     from pathlib import Path
-    from npformer.files.checkpoint import load_state
+    from npformer.checkpoints.checkpoint import load_state
     old = tmp_path / "old"
     shutil.copytree(Path(__file__).parent / "data" / "checkpoint_v1_reverse", old)
     code, out, err = _run(capsys, "generate", str(old), "--prompt", "12345>", "--max-new-tokens", "3")

@@ -211,7 +211,7 @@ def test_bad_invocation(capsys, places, tmp_path, command, code, pattern):
 
 
 def test_a_file_npformer_writes_is_never_a_device_or_a_pipe(tmp_path):
-    from npformer.files.fileio import write_bytes
+    from npformer.core.fileio import write_bytes
     os.mkfifo(tmp_path / "fifo")
     with pytest.raises(ValueError, match=r"fifo: a FIFO \(named pipe\), expected a regular file to write"):
         write_bytes(tmp_path / "fifo", b"data")

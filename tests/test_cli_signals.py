@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from npformer.files import fileio
-from npformer.files.checkpoint import checkpoint_exists, read_checkpoint
+from npformer.core import fileio
+from npformer.checkpoints.checkpoint import checkpoint_exists, read_checkpoint
 from npformer.cli import main
 from npformer.training.data import ExampleSource, encode_examples, reverse_task
 from npformer.t10_model import DecoderConfig, DecoderLM
-from npformer.training.tokenizer import CharTokenizer
+from npformer.tokenizer import CharTokenizer
 from npformer.training.loop import TrainConfig, train
 
 CLI = [sys.executable, "-c", "import sys; from npformer.cli import main; sys.exit(main())"]

@@ -3,7 +3,7 @@ import re
 
 from npformer.training.data import (TEMPLATES, addition_task, aftersales, aftersales_examples,
                                     encode_examples, read_addition_answer, reverse_task)
-from npformer.training.tokenizer import CharTokenizer
+from npformer.tokenizer import CharTokenizer
 
 
 def test_shipping_rule_quality_merchant_no_reason_buyer():

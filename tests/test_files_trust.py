@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from npformer.files import budget
-from npformer.files.checkpoint import (CheckpointError, CheckpointSaveError, load_checkpoint,
+from npformer.checkpoints import budget
+from npformer.checkpoints.checkpoint import (CheckpointError, CheckpointSaveError, load_checkpoint,
                                        read_checkpoint, save_checkpoint)
-from npformer.files.lock import LOCK_FILE, CheckpointBusy, writer_lock
+from npformer.checkpoints.lock import LOCK_FILE, CheckpointBusy, writer_lock
 from npformer.interop.convert import from_hf
 from npformer.interop.files import read_hf_tensors, read_safetensors
 from npformer.t10_model import DecoderConfig, DecoderLM
@@ -28,8 +28,8 @@ from npformer.t12_generate import generate_text
 from npformer.t15_encoder import EncoderConfig
 from npformer.t17_seq2seq import Seq2SeqConfig
 from npformer.training.loop import TrainConfig, default_checkpoint_every, train
-from npformer.training.optim import AdamW
-from npformer.training.tokenizer import CharTokenizer
+from npformer.t19_optim import AdamW
+from npformer.tokenizer import CharTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_LAYOUT = Path(__file__).parent / "data" / "checkpoint_v1_reverse"
@@ -65,7 +65,7 @@ def _first_layout(tmp_path, change=None):
 # -- 1. one writer per checkpoint directory ----------------------------------------------------
 HOLDER = textwrap.dedent("""
     import sys, time
-    from npformer.files.lock import writer_lock
+    from npformer.checkpoints.lock import writer_lock
     with writer_lock(sys.argv[1]):
         print("held", flush=True)
         sys.stdin.readline()
@@ -135,9 +135,9 @@ def test_a_lock_released_by_an_exception_frees_the_directory(tmp_path):
 WRITER = textwrap.dedent("""
     import sys
     import numpy as np
-    from npformer.files.checkpoint import save_checkpoint
+    from npformer.checkpoints.checkpoint import save_checkpoint
     from npformer.t10_model import DecoderConfig, DecoderLM
-    from npformer.training.tokenizer import CharTokenizer
+    from npformer.tokenizer import CharTokenizer
     tok = CharTokenizer.from_corpus("0123456789+=")
     model = DecoderLM(DecoderConfig.gpt2(vocab_size=tok.vocab_size, d_model=8, n_heads=2,
                                          n_layers=1, max_len=12))

@@ -1,7 +1,7 @@
 """npformer/gpt.py, the whole model in one file, against the library it summarises.
 
 Its loss and every gradient equal DecoderLM's (with npformer.t11_loss.cross_entropy) on the
-GPT-2 recipe, its AdamW step equals npformer.training.optim.AdamW's, and its own training
+GPT-2 recipe, its AdamW step equals npformer.t19_optim.AdamW's, and its own training
 (``python -m npformer.gpt``) learns to reverse digit strings it never saw.
 """
 import ast
@@ -15,7 +15,7 @@ from npformer import gpt
 from npformer.training.data import reverse_task
 from npformer.t11_loss import IGNORE_INDEX, cross_entropy
 from npformer.t10_model import DecoderConfig, DecoderLM
-from npformer.training.optim import AdamW
+from npformer.t19_optim import AdamW
 from npformer.core.track import TRACKS
 
 GPT_FILE = Path(gpt.__file__)

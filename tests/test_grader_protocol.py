@@ -187,7 +187,7 @@ def test_the_answer_keys_flash_and_norm_stay_done(key, tmp_path, fewer_draws):
 # -- (d) two wrong lines in one function: each one's hint ---------------------------------------------
 def test_two_adamw_mistakes_in_one_function_get_each_ones_hint(key, tmp_path, fewer_draws):
     from npformer.testing.mistakes import CATALOGUE
-    file = "training/optim.py"
+    file = "t19_optim.py"
     source = Path(key.path(file)).read_text()
     for old, new in (("m_hat = m / (1 - b1 ** step)", "m_hat = m"),
                      ("data = data - lr * weight_decay * data", "data = data - weight_decay * data")):

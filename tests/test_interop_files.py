@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("safetensors", reason="reading .safetensors files needs safetensors: pip install '.[hf]'")
 
-import npformer.files.checkpoint  # noqa: E402
+import npformer.checkpoints.checkpoint  # noqa: E402
 import npformer.interop as interop  # noqa: E402
 from npformer import DecoderConfig, DecoderLM  # noqa: E402
 from npformer.interop import (from_hf, read_hf_checkpoint, read_safetensors, save_hf,
@@ -56,8 +56,8 @@ def test_every_name_of_the_single_module_still_imports():
 
 
 def test_the_two_checkpoint_readers_have_distinct_names():
-    assert interop.read_hf_checkpoint is not npformer.files.checkpoint.load_checkpoint
-    assert npformer.load_checkpoint is npformer.files.checkpoint.load_checkpoint
+    assert interop.read_hf_checkpoint is not npformer.checkpoints.checkpoint.load_checkpoint
+    assert npformer.load_checkpoint is npformer.checkpoints.checkpoint.load_checkpoint
 
 
 # -- the .safetensors format ----------------------------------------------------------------

@@ -6,7 +6,7 @@ import pytest
 
 from npformer.t10_model import DecoderConfig, DecoderLM
 from npformer.core.module import Parameter
-from npformer.training.optim import SGD, AdamW, clip_grad_norm, default_no_decay, warmup_cosine
+from npformer.t19_optim import SGD, AdamW, clip_grad_norm, default_no_decay, warmup_cosine
 
 
 def _params(rng, dtype=np.float64):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npformer.files.budget import parameter_count
+from npformer.checkpoints.budget import parameter_count
 from npformer.t10_model import DecoderConfig, DecoderLM
 from npformer.t15_encoder import Encoder, EncoderConfig
 from npformer.t17_seq2seq import EncoderDecoder, Seq2SeqConfig

@@ -76,7 +76,7 @@ def test_examples_and_tour_plot_options_write_their_pictures(tmp_path, capsys):
 def test_only_the_pretrained_model_example_has_no_picture(tmp_path):
     pytest.importorskip("matplotlib", reason=NEEDS_PLOT)
     from npformer import pictures
-    from npformer.cli.worked_examples import find_examples_dir, list_examples
+    from npformer.worked import find_examples_dir, list_examples
     numbers = {example.number for example in list_examples(find_examples_dir())}
     assert numbers - set(pictures.PICTURES) == {90}     # its numbers are a real model's: printed
     assert pictures.draw(90, tmp_path) == []

@@ -4,7 +4,7 @@ import unicodedata
 import numpy as np
 import pytest
 
-from npformer.cli.plot import text_heatmap
+from npformer.pictures.plot import text_heatmap
 
 RAMP = " .:=#"                # light to dark
 
@@ -43,7 +43,7 @@ def test_the_most_read_character_gets_the_darkest_mark():
 def test_attention_png_stores_the_question(tmp_path):
     pytest.importorskip("matplotlib")
     from PIL import Image
-    from npformer.cli.plot import plot_attention
+    from npformer.pictures.plot import plot_attention
     weights = np.random.default_rng(0).dirichlet(np.ones(4), size=(2, 4))
     path = plot_attention(list("^退货？"), weights, tmp_path / "a.png", question="退货？")
     assert Image.open(path).info["Description"] == "退货？"
@@ -54,7 +54,7 @@ def test_attention_png_shows_the_characters_of_the_question(tmp_path):
     pytest.importorskip("noto_cjk_sans_otc", reason="the PNGs need the plot extra: pip install '.[plot]'")
     import warnings
     import matplotlib.pyplot as plt
-    from npformer.cli.plot import attention_figure
+    from npformer.pictures.plot import attention_figure
     chars = list("^耳机有质量问题，退货运费谁出？")
     weights = np.random.default_rng(0).dirichlet(np.ones(len(chars)), size=(2, len(chars)))
     fig = attention_figure(chars, weights, question="".join(chars[1:]))
@@ -74,7 +74,7 @@ def test_attention_png_shows_the_characters_of_the_question(tmp_path):
 def test_section_pictures_without_a_cjk_font_are_one_line_naming_how_to_get_one(capsys, monkeypatch,
                                                                                tmp_path, argv):
     """Pictures labelled in Chinese are refused before any work, not drawn as empty boxes."""
-    import npformer.cli.plot as plot
+    import npformer.pictures.plot as plot
     from npformer.cli import main
     monkeypatch.setattr(plot, "_cjk_font", lambda: None)        # a machine without one
     code = main(argv + ["--plot", str(tmp_path / "pictures")])
@@ -88,7 +88,7 @@ def test_section_pictures_without_a_cjk_font_are_one_line_naming_how_to_get_one(
 
 
 def test_the_library_refuses_too(monkeypatch, tmp_path):
-    import npformer.cli.plot as plot
+    import npformer.pictures.plot as plot
     from npformer import pictures
     monkeypatch.setattr(plot, "_cjk_font", lambda: None)
     with pytest.raises(pictures.PlotUnavailable, match=r"^no font with Chinese characters found"):

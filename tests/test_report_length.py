@@ -8,7 +8,7 @@ from npformer.exercises import catalog
 from npformer.exercises.grader import Outcome
 from npformer.exercises.verdict import judge_exercise
 from npformer.exercises.report import REPORT_BYTES, REPORT_LINES, describe_run, format_outcome
-from npformer.testing.example import Example
+from npformer.specs.example import Example
 from npformer.testing.patching import edited
 
 ERROR = ("ValueError: LayerNorm.backward: d_out: expected shape (1, 1, 4) (forward's output), got "

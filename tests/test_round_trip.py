@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 
 from npformer.cli import main
-from npformer.files.checkpoint import load_checkpoint, load_model, load_optimizer, save_checkpoint
+from npformer.checkpoints.checkpoint import load_checkpoint, load_model, load_optimizer, save_checkpoint
 from npformer.t10_model import DecoderConfig, DecoderLM
 from npformer.t12_generate import generate
 from npformer.t15_encoder import Encoder, EncoderConfig
 from npformer.t17_seq2seq import EncoderDecoder, Seq2SeqConfig
 from npformer.training.data import ExampleSource, encode_examples, reverse_task
 from npformer.training.loop import TrainConfig, train
-from npformer.training.optim import AdamW
-from npformer.training.tokenizer import CharTokenizer
+from npformer.t19_optim import AdamW
+from npformer.tokenizer import CharTokenizer
 
 STEPS, STOP_AT = 6, 3
 SIZES = dict(d_model=16, n_heads=2, n_layers=2)

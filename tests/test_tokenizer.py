@@ -4,7 +4,7 @@ import json
 import pytest
 from hypothesis import given, strategies as st
 
-from npformer.training.tokenizer import ByteTokenizer, CharTokenizer, Tokenizer
+from npformer.tokenizer import ByteTokenizer, CharTokenizer, Tokenizer
 
 CORPUS = "退货运费谁出？商家承担，买家承担。abc 123"
 

@@ -5,12 +5,12 @@ import signal
 import numpy as np
 import pytest
 
-from npformer.files.checkpoint import load_model, load_state
+from npformer.checkpoints.checkpoint import load_model, load_state
 from npformer.training.data import (addition_task, encode_examples, read_addition_answer,
                                     reverse_task)
 from npformer.t11_loss import IGNORE_INDEX
 from npformer.t10_model import DecoderConfig, DecoderLM
-from npformer.training.tokenizer import CharTokenizer
+from npformer.tokenizer import CharTokenizer
 from npformer.training.data import ExampleSource, TextSource, pad_batch
 from npformer.training.loop import (TrainConfig, TrainingDiverged, answer_accuracy, train, train_step)
 from npformer.runtime.cores import limit_blas_threads

@@ -23,7 +23,7 @@ from npformer import cli
 from npformer.cli import worked_examples as examples
 from npformer.cli.common import UsageError
 from npformer.cli import examples as examples_command
-from npformer.cli.worked_examples import ExampleNotFound
+from npformer.worked import ExampleNotFound
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDER = REPO / "worked_examples"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import npformer
 from npformer.t05_rope import rotate
-from npformer.training.optim import adamw_update
+from npformer.t19_optim import adamw_update
 
 from twin_inputs import broadcast_partner, case, laid_out, shapes, sizes
 

@@ -146,8 +146,8 @@ def check_input_file(flag, path, limit, what="a regular file", too_big=""):
     bytes: a device (/dev/zero), a FIFO, a socket or a directory is refused before it is
     opened, so reading it can neither hang nor fill the memory. ``too_big``: what to say
     after the limit (why it is there, what to do)."""
-    from ..files.budget import human
-    from ..files.fileio import file_kind
+    from ..checkpoints.budget import human
+    from ..core.fileio import file_kind
     if not path:
         raise UsageError(f"{flag}: expected {what}, got an empty path ''")
     try:
@@ -167,7 +167,7 @@ def check_input_file(flag, path, limit, what="a regular file", too_big=""):
 def read_input_file(flag, path, limit, what="a regular file", too_big=""):
     """The bytes of the file ``path`` given to ``flag``, checked as ``check_input_file`` checks
     (and read no further than the size it had then)."""
-    from ..files.fileio import read_bytes
+    from ..core.fileio import read_bytes
     check_input_file(flag, path, limit, what, too_big)
     try:
         return read_bytes(path, limit=limit, why=f"{flag} allows")
@@ -178,7 +178,7 @@ def read_input_file(flag, path, limit, what="a regular file", too_big=""):
 def check_output_file(flag, path):
     """A UsageError unless ``path`` names a file npformer may write: new, or a regular file,
     in a directory that exists (a device or a pipe is never written through)."""
-    from ..files.fileio import file_kind
+    from ..core.fileio import file_kind
     if not path:
         raise UsageError(f"{flag}: expected a file to write, got an empty path ''")
     if os.path.lexists(path) and not os.path.islink(path):
@@ -231,7 +231,7 @@ def check_plot_dir(path, command=None):
         return
     if not path:
         raise UsageError("--plot: expected a directory, got an empty path ''")
-    from .plot import PlotUnavailable, require_cjk_font, require_matplotlib
+    from ..pictures.plot import PlotUnavailable, require_cjk_font, require_matplotlib
     try:
         require_matplotlib()
         require_cjk_font()

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..training.data import (LANGUAGES, ExampleSource, TextSource, addition_task, aftersales,
                              aftersales_corpus, encode_examples, reverse_task)
-from ..training.tokenizer import CharTokenizer
+from ..tokenizer import CharTokenizer
 from ..training.loop import answer_accuracy, evaluate_loss
 from .common import UsageError, read_input_file
 

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from ..files.checkpoint import checkpoint_exists
+from ..checkpoints.checkpoint import checkpoint_exists
 from ..training.data import CONTRASTS, TEMPLATES
 from ..t12_generate import generate_text
 from ..t10_model import DecoderConfig, DecoderLM

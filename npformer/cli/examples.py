@@ -2,7 +2,7 @@
 npformer/examples.py for where they are looked for."""
 from __future__ import annotations
 
-from .worked_examples import (FOLDER, ExampleNotFound, find_examples_dir, list_examples,
+from ..worked import (FOLDER, ExampleNotFound, find_examples_dir, list_examples,
                               run_example, select)
 from .common import UsageError, check_plot_dir
 

@@ -15,7 +15,7 @@ import textwrap
 
 import numpy as np
 
-from ..files.checkpoint import CheckpointError, load_checkpoint
+from ..checkpoints.checkpoint import CheckpointError, load_checkpoint
 from ..t10_model import DecoderLM
 from ..t12_generate import generate
 from .common import UsageError, positive_int, probability, seed, temperature

@@ -3,9 +3,35 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..testing.cases import CASES, in_tutorial_order, missing_cases
+import npformer
+
+from ..core.module import Module
+from ..testing.cases import CASES, in_tutorial_order
 from ..testing.gradcheck import gradcheck
 from .common import positive_number
+
+
+# Public names that have nothing to differentiate, and why.
+NOTHING_TO_CHECK = {
+    "SinusoidalPositions": "a fixed table looked up by integer positions: no float input, no parameter",
+    "Module": "the abstract base class",
+    "Cache": "a record, not a computation",
+}
+
+
+def public_components():
+    """Every public Module subclass and function pair exported by ``npformer``."""
+    names = {name for name, obj in vars(npformer).items()
+             if isinstance(obj, type) and issubclass(obj, Module) and not name.startswith("_")}
+    # function pairs: every exported ``f_forward`` with an exported ``f_backward``
+    names |= {name[:-len("_forward")] for name in vars(npformer)
+              if name.endswith("_forward") and name[:-len("_forward")] + "_backward" in vars(npformer)}
+    return sorted(names - set(NOTHING_TO_CHECK))
+
+
+def missing_cases():
+    """Public components without a registered gradient-check case (should be [])."""
+    return [name for name in public_components() if name not in CASES]
 
 
 def run_all(sizes=(0, 1, 2), tol=1e-6, out=print):

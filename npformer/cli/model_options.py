@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..files.budget import available_memory, decoder_parameters
+from ..checkpoints.budget import available_memory, decoder_parameters
 from ..t10_model import POSITIONS, DecoderConfig
 from .common import UsageError, count, positive_int, positive_number, seed
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .plot import plot_all, text_heatmap
+from ..pictures.plot import plot_all, text_heatmap
 from .common import say
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from ..files.checkpoint import CheckpointError, checkpoint_exists, read_checkpoint
+from ..checkpoints.checkpoint import CheckpointError, checkpoint_exists, read_checkpoint
 from ..t10_model import DecoderConfig
 from ..training.settings import TrainConfig, default_checkpoint_every
 from .common import UsageError

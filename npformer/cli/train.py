@@ -10,9 +10,9 @@ import signal
 
 import numpy as np
 
-from ..files.checkpoint import CheckpointError
-from ..files.budget import check_disk, checkpoint_bytes, decoder_parameters
-from ..files.lock import CheckpointBusy, writer_lock
+from ..checkpoints.checkpoint import CheckpointError
+from ..checkpoints.budget import check_disk, checkpoint_bytes, decoder_parameters
+from ..checkpoints.lock import CheckpointBusy, writer_lock
 from ..t10_model import DecoderLM
 from ..training.loop import train
 from .common import (UsageError, computing, check_output_dir, check_plot_dir, count,

@@ -1,2 +1,3 @@
 """What every component file stands on: the protocol (``module``), the input checks
-(``validate``) and the switch between the plain and the fast track (``track``)."""
+(``validate``), the switch between the plain and the fast track (``track``), and files
+written whole or not at all (``fileio``)."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import importlib
 import os
 
 TRACKS = ("plain", "fast")
@@ -59,26 +58,18 @@ def use_track(name):
     """Choose the track for what follows in this thread ("plain" or "fast"); returns the
     previous one."""
     previous = current_track()
-    _chosen.set(_ready(check_track(name)))
+    _chosen.set(check_track(name))
     return previous
 
 
 @contextlib.contextmanager
 def track(name):
     """Run the body of a ``with`` block on one track, then restore the previous one."""
-    token = _chosen.set(_ready(check_track(name)))
+    token = _chosen.set(check_track(name))
     try:
         yield name
     finally:
         _chosen.reset(token)
-
-
-def _ready(name):
-    """Load the fast twins the first time the fast track is chosen (``npformer.fast``
-    registers them when imported); the plain track loads nothing."""
-    if name == "fast" and not _FAST:
-        importlib.import_module(__name__.rsplit(".", 2)[0] + ".fast")
-    return name
 
 
 def _key(function):
@@ -96,7 +87,6 @@ def fast_twin(plain):
     @functools.wraps(plain)
     def dispatch(*args, **kwargs):
         if current_track() == "fast":
-            _ready("fast")                    # NPFORMER_TRACK=fast chooses it without a call
             twin = _FAST.get(key)
             if twin is not None:
                 return twin(*args, **kwargs)
@@ -120,9 +110,6 @@ def twin_of(dispatch):
 
 
 def twins():
-    """{qualified name of the plain function: (plain, fast)} for every pair.
-
-    Loads the fast track (``npformer.fast``) if nothing has loaded it yet.
-    """
-    _ready("fast")
+    """{qualified name of the plain function: (plain, fast)} for every pair ``npformer.fast``
+    registered (``import npformer`` imports it)."""
     return {key: (fast.plain_twin, fast) for key, fast in _FAST.items()}

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 
 from .. import __version__
-from ..files.fileio import write_json
+from ..core.fileio import write_json
 from . import catalog
 from .workspace import MARKER
 

@@ -28,7 +28,7 @@ import xml.etree.ElementTree as ET
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
-from ..files.fileio import atomic_write, write_json
+from ..core.fileio import atomic_write, write_json
 from .grader import DEFAULT_TIMEOUT, grade
 from .grading_build import shared_build
 from .report import format_outcome

@@ -26,6 +26,8 @@ from . import catalog
 from .stubs import cut
 
 LEFT_OUT = ("fast", "gpt.py", "cli", "pictures", "worked_examples", "__main__.py")
+NO_FAST_TRACK = ('"""Not in the hand-out build: no fast twin is registered, so every function runs its '
+                 'plain body."""\n')
 SPECS = "specs"                  # the mistakes beside them become empty catalogues, the facts stubs
 
 
@@ -65,6 +67,9 @@ def write_build(directory):
         left = {n for n in names if inside == "." and n in LEFT_OUT}
         return left | set(ignore(folder, names))
     shutil.copytree(source, target, ignore=skip)
+    os.mkdir(os.path.join(target, "fast"))                 # the package imports it: an empty one
+    with open(os.path.join(target, "fast", "__init__.py"), "w", encoding="utf-8") as f:
+        f.write(NO_FAST_TRACK)
     for file, qualnames in by_file(graded_functions()).items():
         with open(os.path.join(source, file), encoding="utf-8") as f:
             text = cut(f.read(), {q: _stub_message(q) for q in qualnames}, hints="none")

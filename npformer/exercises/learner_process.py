@@ -85,7 +85,7 @@ class _Server:
 
     def __init__(self, exercise):
         from ..testing.components import find
-        from ..testing.example import Example
+        from ..specs.example import Example
         from ..testing.problem import run
         from ..testing.subject import Subject, describe_error
         from . import claims

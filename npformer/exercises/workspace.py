@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 
 from .. import __version__
-from ..files.fileio import atomic_write, write_json
+from ..core.fileio import atomic_write, write_json
 from . import catalog
 from .readme import workspace_readme
 from .stubs import HINTS, cut
@@ -45,8 +45,8 @@ class Workspace:
         return tuple(dict.fromkeys(f for e in self.exercises for f in e.files(self.forward)))
 
     def path(self, name):
-        """The path in the workspace of one of the library's files (``training/optim.py``:
-        ``optim.py``): a workspace is one flat folder."""
+        """The path in the workspace of one of the library's files: a workspace is one flat
+        folder."""
         return os.path.join(self.directory, os.path.basename(name))
 
 

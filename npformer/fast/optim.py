@@ -1,4 +1,4 @@
-"""Fast twin of ``npformer.training.optim.adamw_update``: the update in place, rows split over cores.
+"""Fast twin of ``npformer.t19_optim.adamw_update``: the update in place, rows split over cores.
 
 No array is allocated per step: the moments and the parameter are updated in place with
 ``out=`` and augmented assignment, and the one temporary the update needs lives in a
@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from ..training import optim as plain
+from ..t19_optim import adamw_update as plain_adamw_update
 from ..core.track import twin_of
 from .functional import as_rows, contiguous
 from .parallel import run_blocks
@@ -63,9 +63,9 @@ def _update_rows(data, grad, m, v, scratch, step, lr, betas, eps, weight_decay):
     data -= scratch
 
 
-@twin_of(plain.adamw_update)
+@twin_of(plain_adamw_update)
 def adamw_update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-    """Twin of ``npformer.training.optim.adamw_update``: overwrites ``data``, ``m`` and ``v`` and
+    """Twin of ``npformer.t19_optim.adamw_update``: overwrites ``data``, ``m`` and ``v`` and
     returns them (or updates copies and returns those, when they cannot be overwritten)."""
     if not overwritable([data, m, v], [grad]):
         data, m, v = (np.array(a, order="C") for a in (data, m, v))

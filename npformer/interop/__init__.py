@@ -12,7 +12,7 @@ one module each:
    attention fuses Q, K and V into one ``qkv`` Linear with columns [H*D | H_kv*D | H_kv*D].
 
 ``files`` reads and writes the ``.safetensors`` files and checkpoint directories
-(atomically, through ``npformer.files.fileio``); ``convert`` holds the entry points.
+(atomically, through ``npformer.core.fileio``); ``convert`` holds the entry points.
 
 Families: GPT-2, Llama and Mixtral -> ``DecoderLM``; BERT -> ``Encoder``;
 BART -> ``EncoderDecoder``. Llama-family RoPE rotates feature i with feature
@@ -53,7 +53,7 @@ says which were chosen:
   forward/backward. ``hf_state_dict`` writes it back.
 
 ``read_hf_checkpoint`` reads Hugging Face's files; npformer's own training
-checkpoints are read by ``npformer.files.checkpoint.load_checkpoint``. Reading and
+checkpoints are read by ``npformer.checkpoints.checkpoint.load_checkpoint``. Reading and
 writing ``.safetensors`` needs the optional extra ``pip install npformer[hf]``;
 nothing optional is imported until a file is touched.
 """

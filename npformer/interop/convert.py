@@ -14,7 +14,7 @@ import numpy as np
 from ..t15_encoder import Encoder, EncoderConfig
 from ..t10_model import DecoderConfig, DecoderLM
 from ..t17_seq2seq import EncoderDecoder, Seq2SeqConfig
-from ..files.budget import check_model_fits, minimum_parameters
+from ..checkpoints.budget import check_model_fits, minimum_parameters
 from .configs import (decoder_config_from_hf, encoder_config_from_hf, family_of, hf_config_dict,
                       hf_config_from_decoder, seq2seq_config_from_hf)
 from .files import read_hf_checkpoint, to_numpy, write_hf_checkpoint

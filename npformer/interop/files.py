@@ -8,7 +8,7 @@ the model) and ``model.safetensors``, or shards listed in
 
 Reading uses ``safetensors.numpy`` except for BF16 tensors (NumPy has no such
 type): their raw bits are widened to float32, exactly. Writing goes through
-``npformer.files.fileio.atomic_write`` (temporary file, then rename): an interrupted
+``npformer.core.fileio.atomic_write`` (temporary file, then rename): an interrupted
 write leaves no partial file and no temporary behind. The ``safetensors``
 package is imported only when a file is touched (``pip install 'npformer[hf]'``).
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files.fileio import atomic_write, file_size, read_bytes, write_json
+from ..core.fileio import atomic_write, file_size, read_bytes, write_json
 from .configs import family_of
 
 CONFIG_FILE = "config.json"
@@ -189,7 +189,7 @@ def read_hf_checkpoint(directory):
     Reads ``config.json`` and ``model.safetensors``, or the shards listed in
     ``model.safetensors.index.json``. An unsupported ``model_type`` is refused
     before any tensor is read. (npformer's own checkpoints, written during
-    training, are read by ``npformer.files.checkpoint.load_checkpoint``.)
+    training, are read by ``npformer.checkpoints.checkpoint.load_checkpoint``.)
     """
     config = read_hf_config(directory)
     family_of(config)

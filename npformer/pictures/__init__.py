@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from ..cli.plot import INSTALL_HINT, PlotUnavailable, require_cjk_font, save_figure
+from .plot import INSTALL_HINT, PlotUnavailable, require_cjk_font, save_figure
 from .attention import (attention_by_hand, backbones, heads, masks, score_table, score_variance,
                         tour_heads, tour_next_token)
 from .layers import (activations, attention_cost, first_training_steps, kv_cache_work, kv_memory,

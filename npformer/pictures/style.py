@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cli.plot import require_cjk_font, require_matplotlib
+from .plot import require_cjk_font, require_matplotlib
 
 _styled = False
 
 
 def example(name):
     """The worked example script ``name`` (a number or a fragment of its name), imported."""
-    from ..cli.worked_examples import find_examples_dir, list_examples, select
+    from ..worked import find_examples_dir, list_examples, select
     return select(list_examples(find_examples_dir()), name).load()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..testing.example import Example  # noqa: F401  (what draw functions return)
+from .example import Example  # noqa: F401  (what draw functions return)
 
 IGNORE_INDEX = -100
 MASK_SHAPES = ("none", "key padding [B, 1, 1, M]", "table [N, M]", "per head [H, N, M]",

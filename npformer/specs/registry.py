@@ -146,7 +146,7 @@ class Exercise:
 
 
 def module_path(spec):
-    """ "training/optim.py:adamw_update" -> "training.optim.adamw_update"."""
+    """ "t19_optim.py:adamw_update" -> "t19_optim.adamw_update"."""
     file, qualname = spec.split(":")
     return f"{file[:-3].replace('/', '.')}.{qualname}"
 

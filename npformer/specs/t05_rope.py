@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 
-from ..t04_attention import MultiHeadAttention  # noqa: F401  (its rotary case is exercise 05's too)
 from ..t05_rope import Rotary
 from . import claims
 from .draw import Example, arrays, normal, positions, sampled, size

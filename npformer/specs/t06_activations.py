@@ -10,7 +10,6 @@ import math
 
 import numpy as np
 
-from .. import t06_activations
 from .draw import Example, arrays, normal, size
 from .facts import close, upstream
 from .problems import shape
@@ -83,8 +82,8 @@ def activation_case(name):
     """The gradient-check case of one activation: x [B, N, d] of two standard deviations."""
     def builder(rng, size):
         B, N, d, H = shape(size)
-        functions = (getattr(t06_activations, f"{name}_forward"), getattr(t06_activations, f"{name}_backward"))
-        return functions, (2 * normal(rng, B, N, d),), {}
+        return pair(f"t06_activations.{name}_forward", f"t06_activations.{name}_backward"), \
+            (2 * normal(rng, B, N, d),), {}
     builder.__name__ = builder.__qualname__ = f"{name}_case"
     return builder
 

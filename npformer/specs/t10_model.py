@@ -11,7 +11,7 @@ import numpy as np
 from ..t01_embedding import Embedding
 from ..t10_model import DecoderConfig, DecoderLM, TiedHead
 from . import claims
-from .draw import Example, arrays, assume_varied, block_recipe, ids, key_mask, sampled, size, st, weights_of, width
+from .draw import Example, assume_varied, block_recipe, ids, key_mask, sampled, size, st, weights_of, width
 from .layered import every, grads, loaded, rng, weight_names
 from .problems import left_padded, normal, shape
 from .registry import Spec, lookup

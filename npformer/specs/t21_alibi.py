@@ -14,7 +14,7 @@ from ..t04_attention import MultiHeadAttention
 from ..t10_model import DecoderConfig, DecoderLM
 from ..t21_alibi import ALiBiAttention, alibi_backward, alibi_forward, alibi_slopes
 from . import claims
-from .draw import Example, arrays, sampled, size, st
+from .draw import Example, arrays, size, st
 from .facts import close, upstream
 from .problems import left_padded, normal, shape
 from .registry import Spec

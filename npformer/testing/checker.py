@@ -147,7 +147,7 @@ class Checker:
         def single(value):
             return value.astype(np.float32) if isinstance(value, np.ndarray) and value.dtype == np.float64 \
                 else value
-        from .example import Example
+        from ..specs.example import Example
         low = Example(example.names, tuple(map(single, example.args)), example.options)
         try:
             at32, error = self.reference.outcome(low)

@@ -32,7 +32,7 @@ from __future__ import annotations
 from . import conventions as known_conventions
 from .compare import equal
 from .diagnosis import matching_mistakes, message_of
-from .example import Example
+from ..specs.example import Example
 from .patching import patched
 from .problem import same_error
 from .report import CheckResult, Failure

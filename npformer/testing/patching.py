@@ -20,7 +20,6 @@ import contextlib
 import contextvars
 import functools
 import importlib
-import importlib.util
 import inspect
 import sys
 import textwrap
@@ -146,11 +145,6 @@ def _dispatchable(owner, name):
 def patched(patches):
     """Put ``patches`` ({dotted path: function}) in place inside the block, for this thread
     (this context) alone; another thread meanwhile runs npformer's own functions."""
-    # the fast track registers its twins against the plain functions when first imported;
-    # loaded while a patch is in place it would find the patch instead, so load it first
-    # (a grading build has no fast track)
-    if importlib.util.find_spec(ROOT + ".fast") is not None:
-        importlib.import_module(ROOT + ".fast")
     # a patch's own module (a learner's file) calls the other patched functions too
     namespaces = list({id(g): g for g in (getattr(f, "__globals__", None) for f in patches.values())
                        if g is not None}.values())

@@ -90,7 +90,7 @@ class Scope:
         """``example`` with the pinned options set (a window needs causality: dropped without it)."""
         if not self.pinned:
             return example
-        from .example import Example
+        from ..specs.example import Example
         options = {**example.options, **self.pinned}
         if options.get("causal") is False and "window" in options and "window" not in self.pinned:
             options["window"] = None

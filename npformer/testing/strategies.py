@@ -30,7 +30,7 @@ from hypothesis import strategies as st  # noqa: E402
 from ..specs import CORNERS  # noqa: E402
 from ..specs import draw as _draw  # noqa: E402
 from .components import find  # noqa: E402
-from .example import Example  # noqa: E402,F401
+from ..specs.example import Example  # noqa: E402,F401
 
 IGNORE_INDEX, MASK_SHAPES = _draw.IGNORE_INDEX, _draw.MASK_SHAPES
 values, arrays, size = _draw.values, _draw.arrays, _draw.size

@@ -34,13 +34,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..files.budget import check_disk, checkpoint_bytes
-from ..files.checkpoint import (CheckpointError, CheckpointSaveError, checkpoint_exists,
+from ..checkpoints.budget import check_disk, checkpoint_bytes
+from ..checkpoints.checkpoint import (CheckpointError, CheckpointSaveError, checkpoint_exists,
                                 read_checkpoint, save_checkpoint)
-from ..files.lock import writer_lock
+from ..checkpoints.lock import writer_lock
 from ..t10_model import DecoderLM
 from ..t11_loss import IGNORE_INDEX, cross_entropy, cross_entropy_forward
-from .optim import AdamW, clip_grad_norm
+from ..t19_optim import AdamW, clip_grad_norm
 from .progress import Progress
 from .settings import LONG_RUN, History, TrainConfig, default_checkpoint_every  # noqa: F401 (importable here too)
 from ..runtime.signals import StopSignals

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.validate import check_eps, check_non_negative
-from .optim import warmup_cosine
+from ..t19_optim import warmup_cosine
 
 
 LONG_RUN = 200          # steps: from here on a run saves periodically unless told otherwise

@@ -330,7 +330,7 @@ def test_cross_entropy_with_ignore_index(rng):
 def test_adamw_steps_match_torch_optim_adamw(rng):
     """Five steps on random gradients; npformer decays only the matrices (its no_decay rule),
     so torch gets two parameter groups built from that same decision."""
-    optim = pytest.importorskip("npformer.training.optim")
+    optim = pytest.importorskip("npformer.t19_optim")
     model = npformer.DecoderLM(npformer.DecoderConfig(vocab_size=11, d_model=8, n_heads=2),
                                rng, np.float64)
     randomise(model, rng)

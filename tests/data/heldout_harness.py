@@ -1120,7 +1120,7 @@ WITH_ALTERNATIVES = ("t03_softmax.py:softmax_backward", "t08_norm.py:layernorm_b
                      "t04_attention.py:grouped_attention_backward", "t05_rope.py:Rotary.backward",
                      "t11_loss.py:cross_entropy_backward", "t11_loss.py:log_softmax_backward",
                      "t02_linear.py:linear_backward", "t01_embedding.py:Embedding.backward",
-                     "t04_attention.py:MultiHeadAttention.backward", "training/optim.py:adamw_update")
+                     "t04_attention.py:MultiHeadAttention.backward", "t19_optim.py:adamw_update")
 
 
 def set_rules(mistakes, alternatives, catalog, minimums):

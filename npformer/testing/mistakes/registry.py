@@ -7,7 +7,7 @@ and ``conform`` compute each mistake's results on the same inputs as the code un
 when they agree everywhere, the mistake is named.
 
 The catalogue is data: one JSON file per concept file, named after it (``t02_linear.json``
-for ``npformer/t02_linear.py``, ``training.optim.json`` for ``npformer/training/optim.py``),
+for ``npformer/t02_linear.py``, ``t19_optim.json`` for ``npformer/t19_optim.py``),
 a list of objects {"name", "function" (its qualname in that file: "linear_backward",
 "Linear.backward"), "old", "new", "says", "recheck"}; ``old`` and ``new`` are a text, or
 lists of texts for a mistake of several edits, made in turn.
@@ -98,7 +98,7 @@ def applicable(mistakes):
 
 
 def _file_of(function):
-    """The concept file of a function path: "t02_linear.py", "training/optim.py"."""
+    """The concept file of a function path: "t02_linear.py", "t19_optim.py"."""
     try:
         module = resolve(f"{ROOT}.{function}")[0].__name__
     except (ValueError, AttributeError):

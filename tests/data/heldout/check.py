@@ -51,7 +51,7 @@ def write_key(directory):
 
 
 def key_file(key, relpath):
-    """A workspace keeps training/optim.py as optim.py."""
+    """The key's copy of ``relpath`` (a workspace is one flat folder)."""
     path = key / relpath
     return path if path.exists() else key / Path(relpath).name
 

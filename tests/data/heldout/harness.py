@@ -530,7 +530,7 @@ def flash_case(mod, dtype):
     return out
 
 
-# The cases of each exercise file (the key's names; "training/optim.py" is "optim.py" in a workspace).
+# The cases of each exercise file (the key's names).
 CASES = {
     "t03_softmax.py": [softmax_case],
     "t06_activations.py": [activations_case],
@@ -543,7 +543,7 @@ CASES = {
     "t09_block.py": [block_case],
     "t10_model.py": [model_case],
     "t11_loss.py": [loss_case],
-    "training/optim.py": [optim_case],
+    "t19_optim.py": [optim_case],
     "t14_moe.py": [moe_case],
     "t15_encoder.py": [pooling_case, encoder_case],
     "t16_cross_attention.py": [cross_attention_case],

@@ -477,7 +477,7 @@ def p_adamw(mod, steps=3, weight_decay=0.1, lr=0.01, dtype=F64):
     return out
 
 
-CONFIGS["training/optim.py"] = [
+CONFIGS["t19_optim.py"] = [
     Config("three steps", None, lambda m: p_adamw(m)),
     Config("large lr", None, lambda m: p_adamw(m, steps=2, lr=0.1, weight_decay=0.5)),
     Config("first step", "the first step only", lambda m: p_adamw(m, steps=1)),

@@ -124,7 +124,7 @@ def _extra_font_path():
 def save_figure(fig, path, **options):
     """Write ``fig`` as the PNG ``path``, atomically (a temporary file renamed into place:
     never half a picture, never a device or a pipe written through), and close it."""
-    from ..files.fileio import atomic_write
+    from ..core.fileio import atomic_write
     plt = require_matplotlib()
     try:
         atomic_write(path, lambda f: fig.savefig(f, format="png", **options))

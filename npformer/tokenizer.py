@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from ..files.fileio import write_json
+from .core.fileio import write_json
 
 SPECIALS = ("<pad>", "<bos>", "<eos>")
 UNK = "<unk>"

@@ -37,13 +37,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import budget, fileio
+from ..core import fileio
+from . import budget
 from .manifest import (FORMAT, JSON_LIMIT, MANIFEST, _FOLDER, CheckpointError, _manifest,
                        _parse_json, _parse_npz, _read_size, _read_verified, read_json)
 from ..t10_model import DecoderConfig, DecoderLM
 from ..t15_encoder import Encoder, EncoderConfig
 from ..t17_seq2seq import EncoderDecoder, Seq2SeqConfig
-from ..training.tokenizer import tokenizer_from_dict
+from ..tokenizer import tokenizer_from_dict
 
 VERSION = 1                       # of config.json
 LAYOUT = 2                        # of the directory: 1 = five files, 2 = checkpoint.json + folder

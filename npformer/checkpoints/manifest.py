@@ -8,7 +8,7 @@ import hashlib
 import os
 import re
 
-from . import fileio
+from ..core import fileio
 
 FORMAT = "npformer-checkpoint"
 MANIFEST = "checkpoint.json"

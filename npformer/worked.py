@@ -1,5 +1,6 @@
-"""The worked examples, found and run: the numbers the tutorial computes by hand, and claims
-it makes in words, recomputed by npformer.
+"""The worked examples, found and loaded: the numbers the tutorial computes by hand, and
+claims it makes in words, recomputed by npformer (run by ``npformer examples``, drawn by
+``npformer.pictures``, checked by the tests).
 
 The scripts live in the repository's top-level ``worked_examples/`` folder
 (``01_token_vectors.py``, ``02_attention_by_hand.py`` ...), one per section of
@@ -31,10 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-import npformer
 
 FOLDER = "worked_examples"
-_PACKAGE_DIR = Path(npformer.__file__).resolve().parent      # npformer/, wherever this file sits in it
+_PACKAGE_DIR = Path(__file__).resolve().parent      # npformer/, wherever it is installed
 _SCRIPT_NAME = re.compile(r"^(\d\d)_(\w+)\.py$")
 
 

@@ -18,8 +18,8 @@ import math
 
 import numpy as np
 
-from ..core.module import Parameter
-from ..core.track import fast_twin
+from .core.module import Parameter
+from .core.track import fast_twin
 
 NO_DECAY_SUFFIXES = ("gamma", "beta", "bias")
 EMBEDDING_NAMES = ("tokens", "positions", "embed")

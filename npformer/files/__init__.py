@@ -1,1 +1,0 @@
-"""Files: atomic writes (``fileio``) and checkpoints (``checkpoint``)."""
