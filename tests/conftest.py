@@ -15,12 +15,15 @@ from hypothesis import HealthCheck, settings
 
 import crosscheck_packages
 
-# CI: derandomized, so a red run is reproducible. Locally: explore more examples.
+# 40 examples a property, so the main suite stays within minutes on two cores. CI: the same,
+# derandomized, so a red run is reproducible. HYPOTHESIS_PROFILE=explore: 200 examples.
+settings.register_profile("quick", deadline=None, max_examples=40,
+                          suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=40,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("dev", deadline=None, max_examples=100,
+settings.register_profile("explore", deadline=None, max_examples=200,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "quick"))
 
 
 @pytest.fixture

@@ -2,9 +2,11 @@
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 from npformer.t06_activations import gelu_forward, gelu_tanh_forward, relu_forward, silu_forward
+from support.gradients import check_gradients, gradient_checks
 
 xs = st.lists(st.floats(-20, 20, allow_nan=False), min_size=1, max_size=20).map(np.array)
 
@@ -32,3 +34,8 @@ def test_float32_in_float32_out():
     x = np.linspace(-3, 3, 7, dtype=np.float32)
     for f in (gelu_forward, gelu_tanh_forward, relu_forward, silu_forward):
         assert f(x)[0].dtype == np.float32
+
+
+@pytest.mark.parametrize("name, size, track", gradient_checks("t06_activations.py"))
+def test_gradient_check(name, size, track):
+    check_gradients(name, size, track)

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 import npformer
-from npformer import (ALiBiAttention, DecoderConfig, DecoderLM, MultiHeadAttention, alibi_backward,
+from npformer import (ALiBiAttention, DecoderConfig, DecoderLM, alibi_backward,
                       alibi_forward, alibi_slopes, assert_gradcheck, load_checkpoint)
 from npformer.cli import main
 from npformer.testing import conform
+from support.gradients import check_gradients, gradient_checks
 
 
 @pytest.mark.parametrize("heads, slopes", [
@@ -69,12 +70,9 @@ def test_attention_weights_equal_blooms_key_position_form(rng):
     np.testing.assert_allclose(out, _softmax(scores) @ v, rtol=1e-12, atol=1e-15)
 
 
-def test_attention_and_a_decoder_pass_gradient_checks(rng):
-    attention = MultiHeadAttention(8, 4, 2, rng=rng, kernel=ALiBiAttention(), causal=True)
-    assert_gradcheck(attention, rng.normal(size=(2, 5, 8)), rng=rng)
-    config = DecoderConfig(d_model=8, n_heads=2, vocab_size=11, positions="alibi", n_layers=2)
-    key_mask = np.array([[True] * 5, [False, False, True, True, True]])
-    assert_gradcheck(DecoderLM(config, rng), rng.integers(0, 11, (2, 5)), key_mask=key_mask, rng=rng)
+@pytest.mark.parametrize("name, size, track", gradient_checks("t21_alibi.py"))
+def test_gradient_check(name, size, track):
+    check_gradients(name, size, track)
 
 
 def test_a_decoder_reads_past_max_len_and_its_cache_agrees(rng):

@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 from npformer.t04_attention import (MultiHeadAttention, attention_forward, causal_mask,
                                     padding_mask, scaled_dot_product_attention,
                                     sliding_window_mask)
+from support.gradients import check_gradients, gradient_checks
 
 
 def reference_attention(q, k, v, allowed=None):
@@ -140,3 +141,8 @@ def test_bad_inputs_name_the_argument():
         padding_mask(np.array([5]), 3)
     with pytest.raises(ValueError, match="window"):
         sliding_window_mask(3, 0)
+
+
+@pytest.mark.parametrize("name, size, track", gradient_checks("t04_attention.py"))
+def test_gradient_check(name, size, track):
+    check_gradients(name, size, track)

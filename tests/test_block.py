@@ -1,10 +1,12 @@
 """Blocks: residual paths and the Pre-Norm / Post-Norm formulas."""
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 from npformer.t04_attention import causal_mask
 from npformer.t10_model import DecoderConfig
 from npformer.t09_block import build_block
+from support.gradients import check_gradients, gradient_checks
 
 
 def _zero_sublayer_outputs(block):
@@ -42,3 +44,8 @@ def test_postnorm_block_is_the_two_formulas():
     x, mask = rng.standard_normal((1, 4, 8)), causal_mask(4)
     h = block.norm1(x + block.attn(x, mask))
     np.testing.assert_allclose(block(x, mask), block.norm2(h + block.ffn(h)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name, size, track", gradient_checks("t09_block.py"))
+def test_gradient_check(name, size, track):
+    check_gradients(name, size, track)

@@ -9,6 +9,7 @@ from npformer import Module
 from npformer.t15_encoder import (Encoder, EncoderConfig, Pooler, l2_normalize_backward,
                                   l2_normalize_forward, mean_pool_backward, mean_pool_forward)
 from npformer.testing.gradcheck import assert_gradcheck
+from support.gradients import check_gradients, gradient_checks
 
 V, D_MODEL, HEADS = 17, 8, 2
 
@@ -366,3 +367,8 @@ def test_matches_hugging_face_bert_with_random_weights(rng):
         theirs = hf(input_ids=torch.tensor(ids), attention_mask=torch.tensor(key_mask.astype(int)),
                     token_type_ids=torch.tensor(segments)).last_hidden_state.numpy()
     np.testing.assert_allclose(ours[key_mask], theirs[key_mask], atol=1e-4)
+
+
+@pytest.mark.parametrize("name, size, track", gradient_checks("t15_encoder.py"))
+def test_gradient_check(name, size, track):
+    check_gradients(name, size, track)

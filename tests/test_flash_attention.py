@@ -9,6 +9,7 @@ from npformer import (BlockwiseAttention, DecoderConfig, MultiHeadAttention, att
                       sliding_window_mask)
 from npformer import gradcheck
 from npformer.testing.cases import CASES
+from support.gradients import check_gradients, gradient_checks
 
 
 def reference(q, k, v, allowed):
@@ -140,3 +141,8 @@ def test_errors_name_the_argument(rng, kwargs, error, words):
         flash_attention_forward(q, q, q, **kwargs)
     with pytest.raises(ValueError, match="heads"):
         flash_attention_forward(rng.standard_normal((1, 3, 4, 2)), q[:, :, :, :2], q[:, :, :, :2])
+
+
+@pytest.mark.parametrize("name, size, track", gradient_checks("t18_flash_attention.py"))
+def test_gradient_check(name, size, track):
+    check_gradients(name, size, track)

@@ -1,47 +1,44 @@
-"""Every public component passes a float64 finite-difference check, inputs and parameters."""
+"""Every public component passes a float64 finite-difference check, inputs and parameters.
+
+The checks themselves run in each concept's own test file (``tests/support/gradients.py``);
+this file checks that every case has one, the sample of whole models, and gradcheck itself.
+"""
+import os
+
 import numpy as np
 import pytest
 
 import npformer
-from npformer.testing.cases import CASES, missing_cases, public_components
+from npformer.cli.gradcheck import missing_cases, public_components
+from npformer.specs import CASES, SPECS
 from npformer.specs.t14_moe import aux_weights
 from npformer.testing.gradcheck import GradcheckError, assert_gradcheck, gradcheck
 from npformer.t02_linear import Linear
+from support.gradients import SIZES, TRACKS, WHOLE_MODELS, gradient_checks, own_test_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-TRACKS, SIZES = ("plain", "fast"), (0, 1, 2)
-# Whole models take most of this file's time (finite differences on every parameter of a
-# stack of layers). The default run checks each of them in one (size, track), chosen so that
-# every size and both tracks come up; the other five combinations of each run with -m full.
-WHOLE_MODELS = sorted(n for n in CASES if n.startswith(("DecoderLM", "Encoder"))
-                      and n != "EncoderDecoderBlock")
+@pytest.mark.parametrize("spec", [s for s in SPECS if s.cases], ids=lambda s: s.concept)
+def test_every_concept_s_own_test_file_checks_its_cases(spec):
+    path = os.path.join(HERE, own_test_file(spec.concept))
+    assert os.path.exists(path), f"{spec.concept} declares gradient cases but has no {own_test_file(spec.concept)}"
+    with open(path, encoding="utf-8") as f:
+        assert f'gradient_checks("{spec.concept}")' in f.read()
 
 
-def _gradient_check_params():
-    sampled = {(name, SIZES[i % 3], TRACKS[i % 2]) for i, name in enumerate(WHOLE_MODELS)}
-    for name in sorted(CASES):
-        for size in SIZES:
-            for track in TRACKS:
-                full = name in WHOLE_MODELS and (name, size, track) not in sampled
-                yield pytest.param(name, size, track, id=f"{name}-{size}-{track}",
-                                   marks=[pytest.mark.full] if full else [])
+def test_every_case_belongs_to_one_spec():
+    owned = [case for spec in SPECS for case in spec.cases]
+    assert sorted(owned) == sorted(CASES)
 
 
 def test_the_sample_covers_every_whole_model_size_and_track():
-    chosen = [p.values for p in _gradient_check_params() if p.values[0] in WHOLE_MODELS and not p.marks]
+    every = [p for spec in SPECS for p in gradient_checks(spec.concept)]
+    chosen = [p.values for p in every if p.values[0] in WHOLE_MODELS and not p.marks]
     assert sorted(name for name, _, _ in chosen) == WHOLE_MODELS          # each model once
     assert {size for _, size, _ in chosen} == set(SIZES) and {t for _, _, t in chosen} == set(TRACKS)
     assert {"DecoderLM", "DecoderLM (Mixtral)", "Encoder", "EncoderDecoder"} <= set(WHOLE_MODELS)
-
-
-@pytest.mark.parametrize("name, size, track", _gradient_check_params())
-def test_gradient_check(name, size, track):
-    target, inputs, options = CASES[name](np.random.default_rng(100 + size), size)
-    with npformer.track(track):
-        report = assert_gradcheck(target, *inputs, tol=1e-6, **options)
-    float_inputs = [x for x in inputs if np.issubdtype(np.asarray(x).dtype, np.floating)]
-    params = target.parameters() if isinstance(target, npformer.Module) else []
-    assert len(report.checks) == len(float_inputs) + len(params)   # nothing skipped
+    assert len(every) == len(CASES) * len(SIZES) * len(TRACKS)
 
 
 def test_every_public_component_has_a_check():

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from npformer.t10_model import DecoderConfig, DecoderLM
+from support.gradients import check_gradients, gradient_checks
 
 IDS = np.array([[3, 8, 12, 5, 17, 42, 23, 6]])
 
@@ -128,3 +129,8 @@ def test_input_dtype_differing_from_parameters_is_a_type_error():
     layer = Linear(4, 2, rng=np.random.default_rng(0))
     with pytest.raises(TypeError, match="x: expected dtype float32 .* got float64"):
         layer.forward(np.zeros((1, 4)))
+
+
+@pytest.mark.parametrize("name, size, track", gradient_checks("t10_model.py"))
+def test_gradient_check(name, size, track):
+    check_gradients(name, size, track)

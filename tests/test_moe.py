@@ -8,6 +8,7 @@ from npformer import gradcheck
 from npformer.testing.cases import CASES
 from npformer.t03_softmax import softmax
 from npformer.t14_moe import EXPERT_KINDS, active_parameters
+from support.gradients import check_gradients, gradient_checks
 
 seeds = st.integers(0, 2**32 - 1)
 
@@ -254,3 +255,8 @@ def test_bad_arguments_name_themselves():
         MoE(8, 4, 2, expert="tanh", rng=rng)
     with pytest.raises(TypeError, match="x: expected dtype float32"):
         MoE(8, 4, 2, rng=rng).forward(np.zeros((2, 8)))
+
+
+@pytest.mark.parametrize("name, size, track", gradient_checks("t14_moe.py"))
+def test_gradient_check(name, size, track):
+    check_gradients(name, size, track)

@@ -1,10 +1,12 @@
 """LayerNorm and RMSNorm: the statistics the tutorial states (zero mean and unit variance, unit
 RMS, its [1, 3] example), and the invariances that follow from them."""
 import numpy as np
+import pytest
 from hypothesis import assume, given, strategies as st
 from hypothesis.extra.numpy import arrays
 
 from npformer.t08_norm import LayerNorm, RMSNorm
+from support.gradients import check_gradients, gradient_checks
 
 vectors = arrays(np.float64, st.tuples(st.integers(1, 3), st.integers(2, 12)),
                  elements=st.floats(-100, 100, allow_nan=False))
@@ -60,3 +62,8 @@ def test_tutorial_values():
     np.testing.assert_allclose(RMSNorm(2, eps=0.0).astype(np.float64)(x), [[0.447, 1.342]], atol=5e-4)
     # RMSNorm does not centre: not the same as LayerNorm
     assert RMSNorm(2, eps=0.0).astype(np.float64)(x)[0, 0] > 0
+
+
+@pytest.mark.parametrize("name, size, track", gradient_checks("t08_norm.py"))
+def test_gradient_check(name, size, track):
+    check_gradients(name, size, track)

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import assume, given, strategies as st
 
 from npformer import MultiHeadAttention, Rotary, causal_mask
+from support.gradients import check_gradients, gradient_checks
 
 seeds = st.integers(0, 2**32 - 1)
 positions = st.integers(-300, 300)
@@ -192,3 +193,8 @@ def test_the_attention_layer_rotates_both_its_queries_and_its_keys(layout):
                                        atol=1e-12)
             np.testing.assert_allclose(cache.attn.k[0, h, n], reference_rotate(attn.rope, k[0, h, n], p),
                                        atol=1e-12)
+
+
+@pytest.mark.parametrize("name, size, track", gradient_checks("t05_rope.py"))
+def test_gradient_check(name, size, track):
+    check_gradients(name, size, track)

@@ -9,6 +9,7 @@ from npformer.t04_attention import MultiHeadAttention
 from npformer.testing.gradcheck import assert_gradcheck
 from npformer.t16_cross_attention import CrossAttention
 from npformer.t17_seq2seq import EncoderDecoder, Seq2SeqConfig
+from support.gradients import check_gradients, gradient_checks
 
 V, D_MODEL, HEADS = 13, 8, 2
 
@@ -280,3 +281,8 @@ def test_bart_configuration_matches_hugging_face_bart(rng):
         theirs = hf(input_ids=torch.tensor(src), attention_mask=torch.tensor(src_mask.astype(int)),
                     decoder_input_ids=torch.tensor(tgt)).logits.numpy()
     np.testing.assert_allclose(ours, theirs, atol=1e-4)
+
+
+@pytest.mark.parametrize("name, size, track", gradient_checks("t17_seq2seq.py"))
+def test_gradient_check(name, size, track):
+    check_gradients(name, size, track)

@@ -9,6 +9,7 @@ from hypothesis.extra.numpy import arrays
 
 from npformer.t11_loss import log_softmax_forward
 from npformer.t03_softmax import softmax, softmax_backward, softmax_forward
+from support.gradients import check_gradients, gradient_checks
 
 rows = arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(1, 9)),
               elements=st.floats(-50, 50, allow_nan=False))
@@ -82,3 +83,8 @@ def test_cross_entropy_with_every_target_ignored_is_positive_zero_with_zero_grad
         loss, d_logits = cross_entropy(logits, np.full((2, 3), IGNORE_INDEX))
     assert loss == 0 and not np.signbit(loss) and loss.dtype == dtype     # +0.0, not -0.0 or NaN
     assert d_logits.dtype == dtype and not d_logits.any()
+
+
+@pytest.mark.parametrize("name, size, track", gradient_checks("t03_softmax.py"))
+def test_gradient_check(name, size, track):
+    check_gradients(name, size, track)

@@ -1,0 +1,9 @@
+"""Cross-attention (t16_cross_attention.py): the finite-difference checks of its gradient cases."""
+import pytest
+
+from support.gradients import check_gradients, gradient_checks
+
+
+@pytest.mark.parametrize("name, size, track", gradient_checks("t16_cross_attention.py"))
+def test_gradient_check(name, size, track):
+    check_gradients(name, size, track)
