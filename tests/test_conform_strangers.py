@@ -455,3 +455,402 @@ def test_assert_gradcheck_fails_on_a_wrong_backward():
     assert gradcheck(right, x)
     with pytest.raises(AssertionError):
         assert gradcheck(wrong, x)
+
+
+# == the layers made of layers: a small tape autodiff, as "autograd from scratch" posts write it =====
+class Var:
+    """A value on the tape: its array, the values it was made from, and ``back(g)`` giving
+    their gradients from its own."""
+
+    def __init__(self, data, parents=(), back=None):
+        self.data, self.parents, self.back, self.grad = np.asarray(data, np.float64), parents, back, None
+
+    def __add__(self, other): return add(self, lift(other))
+    def __radd__(self, other): return add(lift(other), self)
+    def __sub__(self, other): return add(self, neg(lift(other)))
+    def __mul__(self, other): return mul(self, lift(other))
+    def __rmul__(self, other): return mul(lift(other), self)
+    def __matmul__(self, other): return matmul(self, lift(other))
+
+
+def lift(x):
+    return x if isinstance(x, Var) else Var(x)
+
+
+def backprop(root, g):
+    """Every value's ``grad`` of <root, g>: the tape walked from the root back."""
+    order, seen = [], set()
+
+    def visit(v):
+        if id(v) not in seen:
+            seen.add(id(v))
+            for p in v.parents:
+                visit(p)
+            order.append(v)
+    visit(root)
+    grads = {id(root): np.asarray(g, np.float64)}
+    for v in reversed(order):
+        v.grad = grads.pop(id(v), None)
+        if v.grad is not None and v.back is not None:
+            for p, gp in zip(v.parents, v.back(v.grad)):
+                if gp is not None:
+                    grads[id(p)] = grads[id(p)] + gp if id(p) in grads else gp
+
+
+def _fit(g, shape):
+    """g summed down to ``shape`` (undoing broadcasting)."""
+    while g.ndim > len(shape):
+        g = g.sum(axis=0)
+    return g.sum(axis=tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1), keepdims=True)
+
+
+def add(a, b): return Var(a.data + b.data, (a, b), lambda g: (_fit(g, a.data.shape), _fit(g, b.data.shape)))
+def neg(a): return Var(-a.data, (a,), lambda g: (-g,))
+def mul(a, b): return Var(a.data * b.data, (a, b), lambda g: (_fit(g * b.data, a.data.shape), _fit(g * a.data, b.data.shape)))
+def detach(a): return Var(a.data)
+
+
+def matmul(a, b):
+    return Var(a.data @ b.data, (a, b), lambda g: (_fit(g @ np.swapaxes(b.data, -1, -2), a.data.shape),
+                                                   _fit(np.swapaxes(a.data, -1, -2) @ g, b.data.shape)))
+
+
+def swap(a, i, j): return Var(np.swapaxes(a.data, i, j), (a,), lambda g: (np.swapaxes(g, i, j),))
+def reshape(a, shape): return Var(a.data.reshape(shape), (a,), lambda g: (g.reshape(a.data.shape),))
+def mean(a): return Var(a.data.mean(-1, keepdims=True), (a,), lambda g: (np.broadcast_to(g / a.data.shape[-1], a.data.shape),))
+def power(a, p): return Var(a.data ** p, (a,), lambda g: (g * p * a.data ** (p - 1),))
+
+
+def columns(a, start, stop):
+    def back(g):
+        full = np.zeros_like(a.data)
+        full[..., start:stop] = g
+        return (full,)
+    return Var(a.data[..., start:stop], (a,), back)
+
+
+def heads(a, start, stop):
+    """Heads start..stop of a [B, H, N, D]."""
+    def back(g):
+        full = np.zeros_like(a.data)
+        full[:, start:stop] = g
+        return (full,)
+    return Var(a.data[:, start:stop], (a,), back)
+
+
+def elementwise(f, slope):
+    def op(a):
+        return Var(f(a.data), (a,), lambda g: (g * slope(a.data),))
+    return op
+
+
+_cdf = lambda x: 0.5 * (1 + erf(x / np.sqrt(2)))                          # noqa: E731
+_tanh_u = lambda x: np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))  # noqa: E731
+ACTIVATIONS = {
+    "gelu": elementwise(lambda x: x * _cdf(x), lambda x: _cdf(x) + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi)),
+    "gelu_tanh": elementwise(lambda x: 0.5 * x * (1 + _tanh_u(x)),
+                             lambda x: 0.5 * (1 + _tanh_u(x)) + 0.5 * x * (1 - _tanh_u(x) ** 2)
+                             * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * x ** 2)),
+    "relu": elementwise(lambda x: np.maximum(x, 0), lambda x: (x > 0).astype(float)),
+    "silu": elementwise(lambda x: x / (1 + np.exp(-x)),
+                        lambda x: 1 / (1 + np.exp(-x)) * (1 + x * (1 - 1 / (1 + np.exp(-x))))),
+}
+
+
+def softmax(a, allowed=True):
+    y = _masked_softmax(a.data, -1, allowed)
+    return Var(y, (a,), lambda g: (y * (g - (g * y).sum(-1, keepdims=True)),))
+
+
+def rows_of(table, ids):
+    def back(g):
+        d = np.zeros_like(table.data)
+        np.add.at(d, ids, g)
+        return (d,)
+    return Var(table.data[ids], (table,), back)
+
+
+def repeat_heads(a, group):
+    B, H_kv = a.data.shape[:2]
+    return Var(np.repeat(a.data, group, axis=1), (a,),
+               lambda g: (g.reshape(B, H_kv, group, *g.shape[2:]).sum(axis=2),))
+
+
+def rotate_half(a):
+    def turn(x):
+        half = x.shape[-1] // 2
+        return np.concatenate([-x[..., half:], x[..., :half]], -1)
+    return Var(turn(a.data), (a,), lambda g: (-turn(g),))
+
+
+def norm(kind, x, gamma, beta=None, eps=1e-5):
+    if kind == "rmsnorm":
+        return x * power(mean(x * x) + eps, -0.5) * gamma
+    centred = x - mean(x)
+    return centred * power(mean(centred * centred) + eps, -0.5) * gamma + beta
+
+
+def attend(q, k, v, allowed):
+    """q [B, H, N, D] reading k, v [B, H_kv, M, D]: softmax(q k^T / sqrt(D)) v."""
+    group = q.data.shape[1] // k.data.shape[1]
+    k, v = repeat_heads(k, group), repeat_heads(v, group)
+    return softmax(q @ swap(k, -1, -2) * (1 / np.sqrt(q.data.shape[-1])), allowed) @ v
+
+
+def rope(t):
+    """RoPE on half pairs (rotate_half) at positions 0..N-1."""
+    N, D = t.data.shape[2], t.data.shape[-1]
+    theta = np.arange(N)[:, None] * 10000.0 ** (-np.arange(0, D, 2) / D)
+    theta = np.concatenate([theta, theta], -1)
+    return t * np.cos(theta) + rotate_half(t) * np.sin(theta)
+
+
+def split_heads(t, count, D):
+    B, N = t.data.shape[:2]
+    return swap(reshape(t, (B, N, count, D)), 1, 2)
+
+
+def merge_heads(t):
+    B, H, N, D = t.data.shape
+    return reshape(swap(t, 1, 2), (B, N, H * D))
+
+
+def may_read(B, N, M, mask=None, causal=False):
+    allowed = np.ones((B, 1, N, M), bool) if mask is None else np.broadcast_to(mask, (B, 1, N, M))
+    return allowed & (np.arange(M)[None, :] <= np.arange(N)[:, None]) if causal else allowed
+
+
+# -- the layers as the verifier takes them: npformer's parameter order, the recipe as options ------
+def _norm_names(prefix, kind):
+    return [f"{prefix}.gamma"] + ([f"{prefix}.beta"] if kind == "layernorm" else [])
+
+
+def _linear_names(prefix, bias):
+    return [f"{prefix}.weight"] + ([f"{prefix}.bias"] if bias else [])
+
+
+def block_names(r, cross=False):
+    """The weights of a block in npformer's order (its documented layout)."""
+    names = _norm_names("norm1", r["norm"]) + _linear_names("attn.qkv", r["attn_bias"]) \
+        + _linear_names("attn.out", r["attn_bias"])
+    if cross:
+        names += _norm_names("cross_norm", r["norm"]) + _linear_names("cross_attn.q", r["attn_bias"]) \
+            + _linear_names("cross_attn.kv", r["attn_bias"]) + _linear_names("cross_attn.out", r["attn_bias"])
+    return names + _norm_names("norm2", r["norm"]) + _linear_names("ffn.up", r["ffn_bias"]) \
+        + _linear_names("ffn.down", r["ffn_bias"])
+
+
+def linear(w, prefix, x):
+    y = x @ w[f"{prefix}.weight"]
+    return y + w[f"{prefix}.bias"] if f"{prefix}.bias" in w else y
+
+
+def self_attention(w, p, x, r, allowed, turn=False):
+    H = r["n_heads"]
+    H_kv, D = r["n_kv_heads"] or H, x.data.shape[-1] // H
+    qkv = linear(w, f"{p}attn.qkv", x)
+    q = split_heads(columns(qkv, 0, H * D), H, D)
+    k = split_heads(columns(qkv, H * D, (H + H_kv) * D), H_kv, D)
+    v = split_heads(columns(qkv, (H + H_kv) * D, (H + 2 * H_kv) * D), H_kv, D)
+    if turn:
+        q, k = rope(q), rope(k)
+    return linear(w, f"{p}attn.out", merge_heads(attend(q, k, v, allowed)))
+
+
+def cross_attention(w, p, x, memory, r, allowed):
+    H = r["n_heads"]
+    H_kv, D = r["n_kv_heads"] or H, x.data.shape[-1] // H
+    kv = linear(w, f"{p}cross_attn.kv", memory)          # [k | v] along the features
+    q = split_heads(linear(w, f"{p}cross_attn.q", x), H, D)
+    k, v = split_heads(columns(kv, 0, H_kv * D), H_kv, D), split_heads(columns(kv, H_kv * D, 2 * H_kv * D), H_kv, D)
+    return linear(w, f"{p}cross_attn.out", merge_heads(attend(q, k, v, allowed)))
+
+
+def block(w, p, x, r, allowed, prenorm, turn=False, slip=None, memory=None, memory_allowed=None):
+    """A Pre- or Post-Norm block (with cross-attention to ``memory`` when given)."""
+    def n(name, t):
+        return norm(r["norm"], t, w[f"{p}{name}.gamma"], w.get(f"{p}{name}.beta"))
+
+    def ffn(t):
+        return linear(w, f"{p}ffn.down", ACTIVATIONS[r["ffn"]](linear(w, f"{p}ffn.up", t)))
+
+    def attn(t):
+        return self_attention(w, p, t, r, allowed, turn)
+
+    def cross(t):
+        return cross_attention(w, p, t, memory, r, memory_allowed)
+    if prenorm:
+        h = x + attn(n("norm1", x))
+        if memory is not None:
+            h = (detach(h) if slip == "cross residual dropped" else h) + cross(n("cross_norm", h))
+        return (detach(h) if slip == "second residual dropped" else h) + ffn(n("norm2", h))
+    h = n("norm1", x + attn(x))
+    if memory is not None:
+        h = n("cross_norm", h + cross(h))
+    return n("norm2", (detach(h) if slip == "ffn residual dropped" else h) + ffn(h))
+
+
+def _padding(key_mask):
+    return None if key_mask is None else np.asarray(key_mask)[:, None, None, :]
+
+
+def taped(build, inputs_differentiable):
+    """(forward, backward) of a layer built on the tape: ``build(inputs, weights, **recipe)``
+    returns (output Var, [(name, weight Var)], extra scalar Var or None) -> the verifier's
+    signature; backward gives the inputs' gradients, then every weight's, in its order."""
+    def forward(*args, **recipe):
+        inputs = [Var(a) if d else a for a, d in zip(args, inputs_differentiable)]
+        out, named, extra = build(inputs, args[len(inputs_differentiable):], **recipe)
+        return out.data, (inputs, named, out, extra)
+
+    def backward(d_out, cache):
+        inputs, named, out, extra = cache
+        total = reshape(out * d_out, (1, -1)) @ np.ones((out.data.size, 1))
+        if extra is not None:                       # the MoE's weighted load-balancing loss
+            total = total + extra
+        backprop(total, np.ones((1, 1)))
+        grads = [(v.grad if v.grad is not None else np.zeros_like(v.data)) if isinstance(v, Var) else None
+                 for v in inputs]
+        return tuple(grads) + tuple(v.grad if v.grad is not None else np.zeros_like(v.data) for _, v in named)
+    return forward, backward
+
+
+def _weights(names, arrays):
+    assert len(names) == len(arrays), (names, [np.shape(a) for a in arrays])
+    return {n: Var(a) for n, a in zip(names, arrays)}
+
+
+def moe_pair(slip=None):
+    """SwiGLU experts, top-k of a softmax router renormalised over the chosen; the load-balancing
+    loss E sum_e f_e P_e over the real tokens, f (the share of choices) a constant."""
+    def build(inputs, arrays, n_experts=2, top_k=1, hidden=2, aux_weight=0.01, token_mask=None):
+        (x,), E = inputs, n_experts
+        names = ["router.weight"] + [f"experts.{e}.{part}.weight" for e in range(E) for part in ("gate", "up", "down")]
+        w = _weights(names, arrays)
+        flat = reshape(x, (-1, x.data.shape[-1]))
+        probs = softmax(flat @ w["router.weight"])                        # [T, E]
+        chosen = np.argsort(-probs.data, axis=-1, kind="stable")[:, :top_k]
+        picked = np.zeros(probs.data.shape)
+        np.put_along_axis(picked, chosen, 1.0, -1)
+        kept = probs * picked
+        total = mean(kept) * E                                            # the chosen ones' sum
+        if slip == "renormalisation as a constant":
+            total = detach(total)
+        gates = kept * power(total, -1)
+        y = None
+        for e in range(E):
+            p = f"experts.{e}"
+            g, u = flat @ w[f"{p}.gate.weight"], flat @ w[f"{p}.up.weight"]
+            out = columns(gates, e, e + 1) * ((ACTIVATIONS["silu"](g) * u) @ w[f"{p}.down.weight"])
+            y = out if y is None else y + out
+        real = np.ones(len(chosen), bool) if token_mask is None else np.asarray(token_mask).reshape(-1)
+        n_real = max(int(real.sum()), 1)
+        share = np.bincount(chosen[real].ravel(), minlength=E) / n_real  # f_e
+        mean_probs = Var(real[None, :] / n_real) @ probs                 # P_e, [1, E]
+        aux = mean_probs @ share[:, None] * (E * aux_weight)
+        return reshape(y, x.data.shape), list(w.items()), aux
+    return taped(build, (True,))
+
+
+def prenorm_block_pair(slip=None, prenorm=True):
+    def build(inputs, arrays, n_heads=1, n_kv_heads=None, norm="layernorm", ffn="gelu", ffn_hidden=None,
+              ffn_bias=True, attn_bias=False, causal=True, mask=None):
+        (x,) = inputs
+        r = dict(n_heads=n_heads, n_kv_heads=n_kv_heads, norm=norm, ffn=ffn, ffn_bias=ffn_bias, attn_bias=attn_bias)
+        w = _weights(block_names(r), arrays)
+        B, N, _ = x.data.shape
+        return block(w, "", x, r, may_read(B, N, N, mask, causal), prenorm, slip=slip), list(w.items()), None
+    return taped(build, (True,))
+
+
+def postnorm_block_pair(slip=None):
+    return prenorm_block_pair(slip, prenorm=False)
+
+
+def decoder_lm_pair(slip=None):
+    def build(inputs, arrays, vocab_size=5, max_len=4, n_heads=1, n_kv_heads=None, n_layers=1,
+              positions="learned", norm="layernorm", ffn="gelu", ffn_hidden=None, prenorm=True,
+              tie_embeddings=True, attn_bias=False, ffn_bias=True, key_mask=None):
+        (ids,) = inputs
+        r = dict(n_heads=n_heads, n_kv_heads=n_kv_heads, norm=norm, ffn=ffn, ffn_bias=ffn_bias, attn_bias=attn_bias)
+        names = ["tokens.weight"] + (["positions.weight"] if positions == "learned" else [])
+        names += [f"blocks.{i}.{n}" for i in range(n_layers) for n in block_names(r)]
+        names += _norm_names("norm", norm) + ([] if tie_embeddings else ["head.weight"])
+        w = _weights(names, arrays)
+        B, N = ids.shape
+        x = rows_of(w["tokens.weight"], ids)
+        if positions == "learned":
+            x = x + rows_of(w["positions.weight"], np.arange(N))
+        allowed = may_read(B, N, N, _padding(key_mask), causal=True)
+        for i in range(n_layers):
+            x = block(w, f"blocks.{i}.", x, r, allowed, prenorm, turn=positions == "rope")
+        h = globals()["norm"](norm, x, w["norm.gamma"], w.get("norm.beta"))
+        table = detach(w["tokens.weight"]) if slip == "tied head's gradient not added" else w["tokens.weight"]
+        return h @ (swap(table, 0, 1) if tie_embeddings else w["head.weight"]), list(w.items()), None
+    return taped(build, (False,))
+
+
+def seq2seq_block_pair(slip=None):
+    def build(inputs, arrays, n_heads=1, n_kv_heads=None, norm="layernorm", ffn="gelu", ffn_hidden=None,
+              prenorm=True, attn_bias=True, ffn_bias=True, mask=None, memory_mask=None):
+        x, memory = inputs
+        r = dict(n_heads=n_heads, n_kv_heads=n_kv_heads, norm=norm, ffn=ffn, ffn_bias=ffn_bias, attn_bias=attn_bias)
+        w = _weights(block_names(r, cross=True), arrays)
+        (B, N, _), M = x.data.shape, memory.data.shape[1]
+        y = block(w, "", x, r, may_read(B, N, N, mask, causal=True), prenorm, slip=slip, memory=memory,
+                  memory_allowed=may_read(B, N, M, memory_mask))
+        return y, list(w.items()), None
+    return taped(build, (True, True))
+
+
+def seq2seq_decoder_pair(slip=None):
+    def build(inputs, arrays, vocab_size=5, max_len=4, n_heads=1, n_kv_heads=None, n_decoder_layers=1,
+              positions="learned", norm="layernorm", ffn="gelu", ffn_hidden=None, prenorm=True, tie_head=True,
+              logits_bias=False, attn_bias=True, ffn_bias=True, src_mask=None, tgt_mask=None):
+        memory, ids = inputs
+        r = dict(n_heads=n_heads, n_kv_heads=n_kv_heads, norm=norm, ffn=ffn, ffn_bias=ffn_bias, attn_bias=attn_bias)
+        names = ["tokens.weight"] + (["positions.weight"] if positions == "learned" else [])
+        names += [f"blocks.{i}.{n}" for i in range(n_decoder_layers) for n in block_names(r, cross=True)]
+        names += (_norm_names("final_norm", norm) if prenorm else []) + ([] if tie_head else ["head.weight"])
+        names += ["logits_bias"] if logits_bias else []
+        w = _weights(names, arrays)
+        (B, N), M = ids.shape, memory.data.shape[1]
+        x = rows_of(w["tokens.weight"], ids)
+        if positions == "learned":
+            x = x + rows_of(w["positions.weight"], np.arange(N))
+        if slip == "embeddings get no gradient":
+            x = detach(x)
+        allowed, reads = may_read(B, N, N, _padding(tgt_mask), causal=True), may_read(B, N, M, _padding(src_mask))
+        for i in range(n_decoder_layers):
+            x = block(w, f"blocks.{i}.", x, r, allowed, prenorm, turn=positions == "rope", memory=memory,
+                      memory_allowed=reads)
+        if prenorm:
+            x = globals()["norm"](norm, x, w["final_norm.gamma"], w.get("final_norm.beta"))
+        logits = x @ (swap(w["tokens.weight"], 0, 1) if tie_head else w["head.weight"])
+        return (logits + w["logits_bias"] if logits_bias else logits), list(w.items()), None
+    return taped(build, (True, False))
+
+
+LAYER_PAIRS = {
+    "moe": (moe_pair, "renormalisation as a constant", "moe-renormalisation-as-constant"),
+    "prenorm_block": (prenorm_block_pair, "second residual dropped", "prenorm-second-residual-dropped"),
+    "postnorm_block": (postnorm_block_pair, "ffn residual dropped", "postnorm-ffn-residual-dropped"),
+    "decoder_lm": (decoder_lm_pair, "tied head's gradient not added", "tied-head-table-never-added"),
+    "seq2seq_block": (seq2seq_block_pair, "cross residual dropped", "decoder-block-cross-residual-dropped"),
+    "seq2seq_decoder": (seq2seq_decoder_pair, "embeddings get no gradient", "decode-embeddings-skipped"),
+}
+LAYER_EXAMPLES = 8
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_a_strangers_layer_conforms(name):
+    make, _, _ = LAYER_PAIRS[name]
+    report = conform(name, *make(), examples=LAYER_EXAMPLES)
+    assert report.verdict == "conforms", str(report)
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_its_one_line_slip_is_named_too(name):
+    make, slip, mistake = LAYER_PAIRS[name]
+    report = conform(name, *make(slip), examples=LAYER_EXAMPLES)
+    assert not report.ok and mistake in named(report), str(report)
