@@ -21,11 +21,12 @@ from scipy.special import erf
 
 from npformer.testing import conform
 from npformer.testing.components import COMPONENTS, LAYERS
-from npformer.testing.modules import MODULE_KINDS
+from npformer.testing.modules import MODULE_KINDS, conform_module
 
 pytest.importorskip("hypothesis")
 
-from test_conform_styles import complex_rope, llama_mlp, llama_rmsnorm, named, torch_adamw  # noqa: E402
+from test_conform_styles import (H, H_KV, D_MODEL, LLAMA_CONFIG, LLAMA_MAP, complex_rope,  # noqa: E402
+                                 llama_mlp, llama_rmsnorm, named, torch_adamw)
 
 EXAMPLES = 12       # each check draws this many examples, after the component's corner cases
 
@@ -541,6 +542,7 @@ def heads(a, start, stop):
 def elementwise(f, slope):
     def op(a):
         return Var(f(a.data), (a,), lambda g: (g * slope(a.data),))
+    op.slope = slope
     return op
 
 
@@ -854,3 +856,324 @@ def test_its_one_line_slip_is_named_too(name):
     make, slip, mistake = LAYER_PAIRS[name]
     report = conform(name, *make(slip), examples=LAYER_EXAMPLES)
     assert not report.ok and mistake in named(report), str(report)
+
+
+# == whole modules through a weight map: nanoGPT's and Meta's layouts over a params dict ==============
+def _tree(node, leaf):
+    if isinstance(node, dict):
+        return {k: _tree(v, leaf) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_tree(v, leaf) for v in node]
+    return leaf(node)
+
+
+def params_module(fn, parts=()):
+    """NumPy code over a params dict as ``conform_module`` takes it: ``forward(params, x) ->
+    (out, cache)``, ``backward(d_out, cache) -> (d_x, grads dict)``, and ``parts``, each
+    sub-module alone as ``fn(params, x) -> out``."""
+    def forward(params, x):
+        P = _tree(params, Var)
+        X = Var(x) if np.issubdtype(np.asarray(x).dtype, np.floating) else x
+        out = fn(P, X)
+        return out.data, (P, X, out)
+
+    def backward(d_out, cache):
+        P, X, out = cache
+        backprop(out, d_out)
+        grads = _tree(P, lambda v: v.grad if v.grad is not None else np.zeros_like(v.data))
+        return (X.grad if isinstance(X, Var) else None), grads
+    own = {name: (lambda part: lambda params, x: part(_tree(params, Var), Var(x)).data)(part)
+           for name, part in dict(parts).items()}
+    return forward, backward, own
+
+
+def _torch_linear(p, x):                  # nn.Linear: weight [out, in]
+    y = x @ swap(p["weight"], 0, 1)
+    return y + p["bias"] if "bias" in p else y
+
+
+def _ln(p, x):
+    return norm("layernorm", x, p["weight"], p["bias"])
+
+
+def nanogpt_mlp(slip=None):
+    def gelu_new(t):
+        if slip == "gelu without its half":
+            return elementwise(lambda x: x * (1 + _tanh_u(x)), lambda x: 2 * ACTIVATIONS["gelu_tanh"].slope(x))(t)
+        return ACTIVATIONS["gelu_tanh"](t)
+
+    def mlp(p, x):
+        return _torch_linear(p["c_proj"], gelu_new(_torch_linear(p["c_fc"], x)))
+    return mlp
+
+
+def nanogpt_attention(n_heads, slip=None):
+    def attn(p, x):
+        B, N, d = x.data.shape
+        D = d // n_heads
+        qkv = _torch_linear(p["c_attn"], x)
+        q, k, v = (split_heads(columns(qkv, i * d, (i + 1) * d), n_heads, D) for i in range(3))
+        merged = merge_heads(attend(q, k, v, may_read(B, N, N, causal=True)))
+        if slip == "c_proj's bias forgotten":
+            return merged @ swap(p["c_proj"]["weight"], 0, 1)
+        return _torch_linear(p["c_proj"], merged)
+    return attn
+
+
+def nanogpt_block(n_heads=4, slip=None):
+    attn, mlp = nanogpt_attention(n_heads, slip), nanogpt_mlp(slip)
+
+    def block_(p, x):
+        x = x + attn(p["attn"], _ln(p["ln_1"], x))
+        return x + mlp(p["mlp"], _ln(p["ln_2"], x))
+    return block_, {"ln_1": _ln, "attn": attn, "ln_2": _ln, "mlp": mlp}
+
+
+def nanogpt(n_heads=4, slip=None):
+    block_, _ = nanogpt_block(n_heads)
+
+    def gpt(p, ids):
+        t = p["transformer"]
+        x = rows_of(t["wte"]["weight"], ids) + rows_of(t["wpe"]["weight"], np.arange(ids.shape[1]))
+        for layer in t["h"]:
+            x = block_(layer, x)
+        x = _ln(t["ln_f"], x)
+        head = swap(t["wte"]["weight"], 0, 1)
+        return x @ (head * (1 / np.sqrt(x.data.shape[-1])) if slip == "head scaled by 1/sqrt(d)" else head)
+    return gpt
+
+
+def meta_llama_block(slip=None):
+    """Meta's Llama layout (wq, wk, wv, wo; w1, w2, w3; attention_norm, ffn_norm), x @ w."""
+    def rms(x, w):
+        return norm("rmsnorm", x, w, eps=1e-6)
+
+    def attention(p, x):
+        B, N, _ = x.data.shape
+        D = D_MODEL // H
+        q, k, v = (split_heads(x @ p[n], c, D) for n, c in (("wq", H), ("wk", H_KV), ("wv", H_KV)))
+        mixed = merge_heads(attend(rope(q), rope(k), v, may_read(B, N, N, causal=True)))
+        return mixed if slip == "wo left out" else mixed @ p["wo"]
+
+    def feed_forward(p, x):
+        return (ACTIVATIONS["silu"](x @ p["w1"]) * (x @ p["w3"])) @ p["w2"]
+
+    def block_(p, x):
+        h = x + attention(p["attention"], rms(x, p["attention_norm"]))
+        return h + feed_forward(p["feed_forward"], rms(h, p["ffn_norm"]))
+    return block_, {"attention": attention, "feed_forward": feed_forward}
+
+
+GPT2_MLP_MAP = {"c_fc.weight": ("up.weight", "T"), "c_fc.bias": "up.bias",
+                "c_proj.weight": ("down.weight", "T"), "c_proj.bias": "down.bias"}
+GPT2_BLOCK_MAP = {"ln_1.weight": "norm1.gamma", "ln_1.bias": "norm1.beta", "ln_2.weight": "norm2.gamma",
+                  "ln_2.bias": "norm2.beta", "attn.c_attn.weight": ("attn.qkv.weight", "T"),
+                  "attn.c_attn.bias": "attn.qkv.bias", "attn.c_proj.weight": ("attn.out.weight", "T"),
+                  "attn.c_proj.bias": "attn.out.bias",
+                  **{f"mlp.{k}": (f"ffn.{v[0]}", "T") if isinstance(v, tuple) else f"ffn.{v}"
+                     for k, v in GPT2_MLP_MAP.items()}}
+
+
+def _module(kind, slip=None):
+    """(subject's forward, backward, parts, weight map, config) of ``kind``'s stranger."""
+    if kind == "gpt2_mlp":
+        return (*params_module(nanogpt_mlp(slip)), GPT2_MLP_MAP, None)
+    if kind == "gpt2_block":
+        return (*params_module(*nanogpt_block(slip=slip)), GPT2_BLOCK_MAP, None)
+    if kind == "llama_block":
+        return (*params_module(*meta_llama_block(slip)), LLAMA_MAP, LLAMA_CONFIG)
+    if kind == "decoder":
+        return (*params_module(nanogpt(slip=slip)), "nanogpt", {"ffn": "gelu_tanh"})
+    raise KeyError(kind)
+
+
+# kind: (the slip, ("named", the catalogued mistake) or ("located", the sub-modules that differ))
+MODULE_PAIRS = {
+    "gpt2_mlp": ("gelu without its half", ("named", "gelu-tanh-forward-without-half")),
+    "gpt2_block": ("c_proj's bias forgotten", ("located", ["attn"])),
+    "llama_block": ("wo left out", ("located", ["attn"])),
+    "decoder": ("head scaled by 1/sqrt(d)", ("named", "tied-head-forward-scaled")),
+}
+
+
+def _conform_module(kind, slip=None):
+    forward, backward, parts, weight_map, config = _module(kind, slip)
+    return conform_module(kind, forward, weight_map, config, backward=backward, parts=parts, seeds=(0, 1))
+
+
+@pytest.mark.parametrize("kind", MODULE_KINDS)
+def test_a_strangers_module_conforms_gradients_included(kind):
+    report = _conform_module(kind)
+    assert report.verdict == "conforms", str(report)
+    assert "gradient" in report.checked and "not compared" not in report.checked, str(report)
+
+
+@pytest.mark.parametrize("kind", MODULE_KINDS)
+def test_its_one_line_slip_is_named_or_located(kind):
+    slip, (how, what) = MODULE_PAIRS[kind]
+    report = _conform_module(kind, slip)
+    assert not report and report.verdict == "does not conform", str(report)
+    if how == "named":
+        assert report.mistake is not None and report.mistake.name == what, str(report)
+    else:
+        assert [p.ours for p in report.parts if p.differs] == list(what), str(report)
+
+
+# == code in the usual conventions: each of conventions.py's variants proven by a stranger ===========
+def naive_softmax_pair(fill):
+    """Masked scores set to -inf ("nan": a fully masked row gives NaN, as the naive code does),
+    to the float minimum (masked_fill(finfo.min): such a row is uniform, its gradient 0), or
+    a finite number added to them (an additive mask)."""
+    def forward(x, axis=-1, mask=None):
+        allowed = np.ones(x.shape, bool) if mask is None else np.broadcast_to(mask, x.shape)
+        if fill == "nan":
+            scores = np.where(allowed, x, -np.inf)
+        elif fill == "uniform":
+            scores = np.where(allowed, x, np.finfo(np.float64).min)
+        else:
+            scores = x + np.where(allowed, 0.0, fill)
+        with np.errstate(invalid="ignore"):
+            e = np.exp(scores - scores.max(axis=axis, keepdims=True))
+            y = e / e.sum(axis=axis, keepdims=True)
+        return y, (y, axis, allowed)
+
+    def backward(dy, cache):
+        y, axis, allowed = cache
+        dx = y * (dy - (dy * y).sum(axis=axis, keepdims=True))
+        return np.where(allowed, dx, 0.0) if fill == "uniform" else dx
+    return forward, backward
+
+
+def naive_attention_pair(fill):
+    """Attention whose fully masked rows are NaN (-inf scores) or the mean of the values (a
+    row that reads nothing weighs every key alike), or whose mask is added to the scores."""
+    def forward(q, k, v, mask=None, scale=None, causal=False, window=None):
+        B, H, N, D = q.shape
+        group, M = H // k.shape[1], k.shape[2]
+        keys, values = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+        scale = 1 / np.sqrt(D) if scale is None else scale
+        scores = q @ keys.swapaxes(-1, -2) * scale
+        allowed = _allowed((B, H, N, M), N, M, mask, causal, window)
+        if fill in ("nan", "mean"):
+            with np.errstate(invalid="ignore"):
+                weights = naive_softmax_pair("nan")[0](scores, -1, allowed)[0]
+            if fill == "mean":
+                weights = np.where(allowed.any(-1, keepdims=True), weights, 1.0 / M)
+        else:
+            weights = naive_softmax_pair(fill)[0](scores, -1, allowed)[0]
+        return weights @ values, (q, keys, values, weights, allowed, scale, group)
+
+    def backward(d_out, cache):
+        q, keys, values, weights, allowed, scale, group = cache
+        d_values = weights.swapaxes(-1, -2) @ d_out
+        d_weights = d_out @ values.swapaxes(-1, -2)
+        d_scores = weights * (d_weights - (d_weights * weights).sum(-1, keepdims=True))
+        if fill == "mean":          # a row of equal weights does not move with its scores
+            d_scores = np.where(allowed.any(-1, keepdims=True), d_scores, 0.0)
+        d_q, d_keys = d_scores @ keys * scale, d_scores.swapaxes(-1, -2) @ q * scale
+        B, H, M, _ = d_keys.shape
+
+        def fold(g): return g.reshape(B, H // group, group, M, -1).sum(axis=2)
+        return d_q, fold(d_keys), fold(d_values)
+    return forward, backward
+
+
+def summed_cross_entropy_pair():
+    forward, backward = cross_entropy_pair()
+
+    def summed_forward(logits, targets, ignore_index=-100):
+        loss, cache = forward(logits, targets, ignore_index)
+        return loss * max(cache[3], 1), cache
+
+    def summed_backward(d_loss, cache):
+        return backward(d_loss * max(cache[3], 1), cache)
+    return summed_forward, summed_backward
+
+
+def unbiased_layernorm_pair():
+    """torch.var's default (d - 1) in LayerNorm's variance."""
+    def forward(x, gamma, beta, eps=1e-5):
+        d = x.shape[-1]
+        centred = x - x.mean(-1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rstd = 1 / np.sqrt((centred ** 2).sum(-1, keepdims=True) / (d - 1) + eps)
+        norm_ = centred * rstd
+        return norm_ * gamma + beta, (norm_, rstd, gamma, d)
+
+    def backward(dy, cache):
+        norm_, rstd, gamma, d = cache
+        dnorm, lead = dy * gamma, tuple(range(dy.ndim - 1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dx = rstd * (dnorm - dnorm.mean(-1, keepdims=True) - norm_ * (dnorm * norm_).sum(-1, keepdims=True) / (d - 1))
+        return dx, (dy * norm_).sum(axis=lead), dy.sum(axis=lead)
+    return forward, backward
+
+
+def eps_outside_layernorm_pair():
+    """(x - mean) / (std + eps), as the annotated Transformer writes it."""
+    def forward(x, gamma, beta, eps=1e-5):
+        centred = x - x.mean(-1, keepdims=True)
+        std = np.sqrt((centred ** 2).mean(-1, keepdims=True))
+        return centred / (std + eps) * gamma + beta, (centred, std, eps, gamma)
+
+    def backward(dy, cache):
+        centred, std, eps, gamma = cache
+        dnorm, lead = dy * gamma, tuple(range(dy.ndim - 1))
+        through_std = centred * (dnorm * centred).mean(-1, keepdims=True) / (np.where(std > 0, std, np.inf) * (std + eps) ** 2)
+        dx = (dnorm - dnorm.mean(-1, keepdims=True)) / (std + eps) - through_std
+        return dx, (dy * centred / (std + eps)).sum(axis=lead), dy.sum(axis=lead)
+    return forward, backward
+
+
+def uncorrected_adamw_pair():
+    """AdamW as some write it: no bias correction of m and v."""
+    def update(data, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        b1, b2 = betas
+        m, v = b1 * m + (1 - b1) * grad, b2 * v + (1 - b2) * grad ** 2
+        return data * (1 - lr * weight_decay) - lr * m / (np.sqrt(v) + eps), m, v
+    return update, None
+
+
+# (component, the convention as conventions.describe says it): the stranger's code in it
+CONVENTION_PAIRS = {
+    ("gelu", "approximate='tanh'"): gelu_tanh_pair,
+    ("gelu_tanh", "approximate='none'"): gelu_pair,
+    ("cross_entropy", "reduction='sum'"): summed_cross_entropy_pair,
+    ("layernorm", "variance='unbiased'"): unbiased_layernorm_pair,
+    ("layernorm", "eps='outside sqrt'"): eps_outside_layernorm_pair,
+    ("adamw", "bias_correction=False"): uncorrected_adamw_pair,
+    ("softmax", "fully_masked_row='uniform'"): lambda: naive_softmax_pair("uniform"),
+    ("softmax", "fully_masked_row='nan'"): lambda: naive_softmax_pair("nan"),
+    **{("softmax", f"mask='additive {fill}'"): (lambda fill: lambda: naive_softmax_pair(float(fill)))(fill)
+       for fill in ("-1e9", "-1e4", "-1e10")},
+    **{(name, said): (lambda fill: lambda: naive_attention_pair(fill))(fill)
+       for name in ("attention", "grouped_attention")
+       for said, fill in [("fully_masked_row='mean of values'", "mean"), ("fully_masked_row='nan'", "nan")]
+       + [(f"mask='additive {f}'", float(f)) for f in ("-1e9", "-1e4", "-1e10")]},
+}
+
+
+def _conventions():
+    """{(component, how it is said): the convention} of every convention of the registry that
+    is a variant of the reference (an option convention, RoPE's layout, is the reference's own
+    option: the complex-number RoPE of test_conform_styles.py is judged under it)."""
+    from npformer.testing import conventions
+    return {(name, conventions.describe(said)): said for name, listed in conventions.CONVENTIONS.items()
+            for said, variant in listed if variant is not None}
+
+
+@pytest.mark.parametrize("name, said", sorted(_conventions()))
+def test_a_strangers_code_in_a_usual_convention_conforms_under_it(name, said):
+    # the convention stated up front (conform then runs the reference's variant at once; the
+    # search for an unstated one is conformance's own tests' subject)
+    convention = _conventions()[(name, said)]
+    report = conform(name, *CONVENTION_PAIRS[(name, said)](), examples=EXAMPLES, convention=convention)
+    assert report.verdict == "conforms under convention" and report.convention == convention, str(report)
+
+
+def test_every_component_layer_and_module_kind_has_a_stranger():
+    # read from the registries, so a component added without a stranger here fails
+    assert set(COMPONENT_PAIRS) == set(COMPONENTS)
+    assert set(LAYER_PAIRS) == set(LAYERS)
+    assert set(MODULE_PAIRS) == set(MODULE_KINDS)
+    assert set(CONVENTION_PAIRS) == set(_conventions())
