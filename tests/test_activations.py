@@ -36,6 +36,13 @@ def test_float32_in_float32_out():
         assert f(x)[0].dtype == np.float32
 
 
+def test_relu_slope_at_exactly_zero_is_zero():
+    # ReLU has no derivative at 0; the subgradient 0 is the one PyTorch's relu takes too
+    from npformer.t06_activations import relu_backward
+    y, cache = relu_forward(np.array([-1.0, 0.0, 2.0]))
+    np.testing.assert_array_equal(relu_backward(np.array([5.0, 5.0, 5.0]), cache), [0.0, 0.0, 5.0])
+
+
 @pytest.mark.parametrize("name, size, track", gradient_checks("t06_activations.py"))
 def test_gradient_check(name, size, track):
     check_gradients(name, size, track)

@@ -142,3 +142,14 @@ def test_a_cache_of_another_batch_or_dtype_is_a_clear_error():
         model.forward(np.zeros((1, 2), int), kv_cache=model.new_kv_cache(2))
     with pytest.raises(ValueError, match=r"kv_cache: .*float64"):
         model.forward(np.zeros((1, 2), int), kv_cache=model.astype(np.float64).new_kv_cache(1))
+
+
+def test_backward_through_a_kv_cached_step_is_refused_and_says_why():
+    # the cache holds keys without their history: no gradient can go back through it
+    model = DecoderLM(DecoderConfig(vocab_size=7, d_model=8, n_heads=2, n_layers=1, max_len=8),
+                      np.random.default_rng(0), np.float64)
+    ids = np.array([[1, 2, 3]])
+    logits, cache = model.forward(ids, kv_cache=model.new_kv_cache(1))
+    with pytest.raises(NotImplementedError, match="backward through a KV-cached decode step is not "
+                                                   "supported: the KV cache is for inference"):
+        model.backward(np.ones_like(logits), cache)

@@ -67,6 +67,10 @@ class GradcheckReport:
         """True when every relative error is within ``tol``."""
         return self.max_rel_error <= self.tol
 
+    def __bool__(self):
+        # ``assert gradcheck(...)`` fails on a wrong backward
+        return self.ok
+
     def __str__(self):
         lines = [f"{'tensor':32} {'shape':>16} {'rel. error':>11}  worst at  ({self.tol:.0e} allowed)"]
         for c in self.checks:

@@ -45,6 +45,10 @@ class ModuleReport:
         """True for every verdict but "does not conform"."""
         return not self.verdict.startswith("does not conform")
 
+    def __bool__(self):
+        # ``assert conform_module(...)`` fails on a module that does not conform
+        return self.ok
+
     @property
     def failing(self):
         """The tensors whose error exceeds the tolerance of the verdict."""

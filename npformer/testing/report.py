@@ -90,6 +90,11 @@ class ConformanceReport:
         ran held (and at least one ran)."""
         return self.verdict != "does not conform"
 
+    def __bool__(self):
+        # ``assert conform(...)`` must fail on code that does not conform: a report is truthy
+        # exactly when it is ``ok`` (a dataclass would otherwise be truthy whatever it says)
+        return self.ok
+
     @property
     def failures(self):
         """The checks that failed."""

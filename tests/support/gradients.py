@@ -4,6 +4,9 @@ Each concept's test file (``tests/test_softmax.py`` for ``t03_softmax.py``) runs
 spec declares, so a learner who breaks ``softmax_backward`` and runs that one file sees it
 fail. ``tests/test_gradients.py`` checks that every spec with cases has such a file.
 """
+import os
+import re
+
 import numpy as np
 import pytest
 
@@ -21,7 +24,7 @@ SAMPLED = {(name, SIZES[i % 3], TRACKS[i % 2]) for i, name in enumerate(WHOLE_MO
 
 def own_test_file(concept):
     """"t03_softmax.py" -> "test_softmax.py": where a concept's own tests live."""
-    return "test_" + concept.split("_", 1)[1]
+    return "test_" + re.sub(r"^t\d\d_", "", os.path.basename(concept))
 
 
 def cases_of(concept):
