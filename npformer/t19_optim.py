@@ -8,9 +8,12 @@ AdamW (Loshchilov & Hutter; bias correction, decoupled weight decay):
     p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p)     (wd only where decay applies)
 Plus gradient clipping by the global norm and a warmup + cosine schedule.
 
-``adamw_update`` is the update of one parameter, written as the formulas above; its
-fast twin (``npformer.fast.optim``) computes the same numbers in place. Either way the
-parameter's own dtype is kept: float32 parameters stay float32.
+``adamw_update`` is the update of one parameter, written as the formulas above. Either way
+the parameter's own dtype is kept: float32 parameters stay float32.
+
+Fast twins: ``adamw_update`` has a drop-in twin in ``npformer/fast/optim.py`` (the same
+numbers, computed in place), which runs only under ``npformer.track("fast")``. By default the
+function written here runs: a ``print`` in it shows.
 """
 from __future__ import annotations
 

@@ -23,6 +23,8 @@ Symbols: the article's positions i (a query) and j (a key); H heads of width D; 
 N queries, M keys (the queries are the last N of M positions, as after cached keys).
 ``ALiBiAttention`` is the attention kernel of ``MultiHeadAttention`` that adds the bias; a
 config names it with ``positions="alibi"``.
+
+No fast twins: everything here runs as written on either track (a ``print`` in it shows).
 """
 from __future__ import annotations
 

@@ -222,15 +222,15 @@ def test_cli_hands_out_and_grades(tmp_path, capsys):
 def test_one_order_the_exercise_for_a_concept_file_has_its_number():
     """The exercise for tNN_x.py is numbered NN (for an exercise over two files, like the KV
     cache with the grouped attention it decodes with, the later file's number), and they are
-    listed in that order; those outside the tNN files (optimizer, training) hold 19 and 20,
-    numbers no concept file has (ALiBi, t21, came after them)."""
+    listed in that order; the one outside the tNN files (training) holds 20, a number no
+    concept file has."""
     import re
     numbers = [e.number for e in EXERCISES]
     assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
     concept = [e for e in EXERCISES if any(re.match(r"t\d\d_", f) for f in e.files(True))]
     for exercise in concept:
         assert exercise.number == max(int(f[1:3]) for f in exercise.files(True) if re.match(r"t\d\d_", f))
-    assert [(e.number, e.name) for e in EXERCISES if e not in concept] == [(19, "optim"), (20, "train")]
+    assert [(e.number, e.name) for e in EXERCISES if e not in concept] == [(20, "train")]
     assert [e.name for e in EXERCISES[:3]] == ["embedding", "linear", "softmax"]
     # the attention exercise holds multi-head attention too; a former name still finds it
     assert holding("t04_attention.py:MultiHeadAttention.backward") is find("attention") is find("multi-head")

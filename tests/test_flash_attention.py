@@ -125,7 +125,7 @@ def test_multi_head_attention_with_the_blockwise_kernel_equals_plain(rng, causal
 
 
 def test_unknown_attention_kernel_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"attention: expected one of \('plain', 'flash'\), got 'fast'"):
+    with pytest.raises(ValueError, match=r"attention: expected one of \('plain', 'flash', 'alibi'\), got 'fast'"):
         DecoderConfig(attention="fast")
 
 

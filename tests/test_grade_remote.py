@@ -205,7 +205,7 @@ def test_the_training_verdict_is_counted_by_the_judge_from_the_answers():
     """The judging half of the training claim: a string counts when it is the prompt's digits
     reversed; anything but one string per held-out prompt is no verdict of done."""
     from npformer.exercises.claims import ClaimFailed
-    from npformer.exercises.claims.training import judge_reverse
+    from npformer.specs.training import judge_reverse
     from npformer.training.data import reverse_task
     prompts = [e.prompt for e in reverse_task(n_train=3000, n_heldout=500, length=5).heldout]
     assert all(len(p) == 6 and p.endswith(">") for p in prompts)

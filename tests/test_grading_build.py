@@ -73,9 +73,10 @@ def _plain_rest():
 
 def test_no_right_line_a_mistake_edits_is_in_the_build():
     texts = "\n".join(_build_text().values())
-    folder = os.path.join(library_dir(), "testing", "mistakes")
-    olds = [m["old"] for name in os.listdir(folder) if name.endswith(".json")
-            for m in json.load(open(os.path.join(folder, name), encoding="utf-8"))]
+    folder = os.path.join(library_dir(), "specs")
+    olds = [old for name in os.listdir(folder) if name.endswith(".json")
+            for m in json.load(open(os.path.join(folder, name), encoding="utf-8"))
+            for old in (m["old"] if isinstance(m["old"], list) else [m["old"]])]
     assert len(olds) > 100
     assert not [old for old in olds if len(old) >= SIGNIFICANT and old in texts and
                 not any(old in t for t in _plain_rest())]
@@ -83,9 +84,13 @@ def test_no_right_line_a_mistake_edits_is_in_the_build():
 
 def test_the_parts_that_hold_functions_in_another_form_are_left_out():
     present = set(os.listdir(os.path.join(shared_build(), "npformer")))
-    assert not present & {"fast", "gpt.py", "cli", "pictures", "worked_examples"}
-    folder = os.path.join(shared_build(), "npformer", "testing", "mistakes")
-    assert all(open(os.path.join(folder, n)).read().strip() == "[]" for n in os.listdir(folder) if n.endswith(".json"))
+    assert not present & {"gpt.py", "cli", "pictures", "worked.py"}
+    fast = os.path.join(shared_build(), "npformer", "fast")          # an empty package: no twin
+    assert [n for n in os.listdir(fast) if n.endswith(".py")] == ["__init__.py"] and "def " not in open(os.path.join(fast, "__init__.py")).read()
+    folder = os.path.join(shared_build(), "npformer", "specs")
+    catalogues = [n for n in os.listdir(folder) if n.endswith(".json")]
+    assert len(catalogues) >= 18
+    assert all(open(os.path.join(folder, n)).read().strip() == "[]" for n in catalogues)
 
 
 PROGRAM = """

@@ -101,7 +101,7 @@ def test_tied_head_shares_the_embedding_and_gets_both_gradients():
 
 @pytest.mark.parametrize("bad, error, message", [
     (dict(d_model=8, n_heads=3), ValueError, "n_heads: d_model=8 must be divisible"),
-    (dict(positions="alibi"), ValueError, "positions: expected one of"),
+    (dict(positions="sinusoid"), ValueError, "positions: expected one of"),
     (dict(n_kv_heads=3, n_heads=4), ValueError, "n_kv_heads"),
     (dict(window=0), ValueError, "window"),
 ])

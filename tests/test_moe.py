@@ -182,7 +182,7 @@ def test_registered_gradient_check_covers_main_and_aux_paths(size):
 def test_default_backward_is_the_gradient_of_output_plus_weighted_aux(seed, expert, k):
     # backward(d_y) without d_aux must be the gradient of <y, d_y> + aux_weight * aux;
     # checked by finite differences with the aux entry's upstream fixed to aux_weight.
-    from npformer.testing.cases.moe import WithAuxLoss
+    from npformer.specs.t14_moe import WithAuxLoss
 
     class DefaultBackward(WithAuxLoss):
         def backward(self, d_out, cache):

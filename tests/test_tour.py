@@ -126,7 +126,7 @@ def test_tour_model_is_the_tutorials_architecture_in_pytorch():
     np.testing.assert_allclose(logits.numpy(), expected, rtol=0, atol=1e-12)
 
 
-@pytest.mark.slow
+@pytest.mark.full          # a minute: the same cases the concept files' tests check one by one
 def test_gradcheck_command_passes_every_component():
     result = subprocess.run([sys.executable, "-m", "npformer.cli", "gradcheck"],
                             capture_output=True, text=True)

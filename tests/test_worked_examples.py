@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from npformer import cli
-from npformer.cli import worked_examples as examples
+from npformer import worked as examples
 from npformer.cli.common import UsageError
 from npformer.cli import examples as examples_command
 from npformer.worked import ExampleNotFound

@@ -9,7 +9,7 @@ the vector at that position depend on what came before.
 import numpy as np
 
 from npformer import DecoderConfig, DecoderLM, Embedding
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 
 def run(out=print):

@@ -13,7 +13,7 @@ with the head width.
 import numpy as np
 
 from npformer import attention_forward, softmax
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 
 def attend(query, keys, values, out):

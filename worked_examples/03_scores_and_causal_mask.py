@@ -9,7 +9,7 @@ is removed the same way, with a mask over the keys.
 import numpy as np
 
 from npformer import MultiHeadAttention, causal_mask, padding_mask, softmax
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 
 def run(out=print):

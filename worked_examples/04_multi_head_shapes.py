@@ -8,7 +8,7 @@ output matrix Wo mixes them.
 import numpy as np
 
 from npformer import MultiHeadAttention, causal_mask
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 
 def run(out=print):

@@ -10,7 +10,7 @@ score 1, sixty degrees apart gives 0.5, and in general the score of
 import numpy as np
 
 from npformer import Embedding, LearnedPositions, Rotary, SinusoidalPositions
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 
 def turn(rotary, vector, angle):

@@ -8,7 +8,7 @@ the activation is taken away: x W1 W2 equals x (W1 W2), one linear layer.
 import numpy as np
 
 from npformer import FFN, Linear
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 W1 = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, -1.0]])
 W2 = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])

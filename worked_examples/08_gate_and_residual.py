@@ -10,7 +10,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from npformer import Linear, SwiGLU, silu_forward
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 
 def silu(g):

@@ -18,7 +18,7 @@ literally, normalises after each residual sum: Post-Norm, the layout of the
 import numpy as np
 
 from npformer import DecoderConfig, LayerNorm, RMSNorm, build_block, causal_mask
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 
 def post_norm(inputs, mask, out):

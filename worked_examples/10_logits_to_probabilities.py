@@ -9,7 +9,7 @@ cross-entropy of the true next word is -log of its probability.
 import numpy as np
 
 from npformer import Embedding, Linear, TiedHead, cross_entropy_forward, softmax
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 VOCAB = ["merchant", "buyer", "unknown"]
 

@@ -10,7 +10,7 @@ logits unchanged), and the causal mask removed (the first row reads ahead).
 import numpy as np
 
 from npformer import softmax
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 from npformer.cli.tour import tour
 
 

@@ -10,7 +10,7 @@ and that different tokens pick different experts.
 import numpy as np
 
 from npformer import MoE
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 
 def run(out=print):

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from npformer import attention_forward
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 
 def read(query, keys, values):

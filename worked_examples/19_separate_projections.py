@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from npformer import RMSNorm, attention_forward, causal_mask
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 
 def self_attention(q, k, v, mask=None):

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from npformer import scaled_dot_product_attention, softmax_backward, softmax_forward
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 
 def score_of(q, k):

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from npformer import LearnedPositions, Rotary, SinusoidalPositions
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 HEAD_DIM, TRAINED = 128, 4096
 

@@ -22,7 +22,7 @@ and it goes to 0.
 import numpy as np
 
 from npformer import AdamW, MultiHeadAttention
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 A, B, READER = np.eye(4)[:3]                     # features: fact A, fact B, "reader", one unused
 CONTEXTS = {"A A": (A, A), "B B": (B, B), "A B": (A, B)}

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from npformer import MultiHeadAttention, attention_forward
-from npformer.cli.worked_examples import vec
+from npformer.worked import vec
 
 
 def attend(query, keys, values, may_read=None):

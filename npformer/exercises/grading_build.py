@@ -25,7 +25,7 @@ import shutil
 from . import catalog
 from .stubs import cut
 
-LEFT_OUT = ("fast", "gpt.py", "cli", "pictures", "worked_examples", "__main__.py")
+LEFT_OUT = ("fast", "gpt.py", "cli", "pictures", "worked.py", "__main__.py")
 NO_FAST_TRACK = ('"""Not in the hand-out build: no fast twin is registered, so every function runs its '
                  'plain body."""\n')
 SPECS = "specs"                  # the mistakes beside them become empty catalogues, the facts stubs
