@@ -1,6 +1,6 @@
 """Write the two notebooks (one per article) and run them once, so they are stored with
 their outputs: ``python notebooks/make_notebooks.py`` (needs nbformat, nbclient, ipykernel
-and the plot extra). tests/test_notebooks.py runs the stored notebooks again from scratch."""
+and the plot extra). tests/project/test_notebooks.py runs the stored notebooks again from scratch."""
 from __future__ import annotations
 
 import pathlib

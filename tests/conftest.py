@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-import crosscheck_packages
+from support import crosscheck_packages
 
 # 40 examples a property, so the main suite stays within minutes on two cores. CI: the same,
 # derandomized, so a red run is reproducible. HYPOTHESIS_PROFILE=explore: 200 examples.

@@ -22,9 +22,8 @@ leaves the previous one current and raises ``CheckpointSaveError``.
 Loading follows ``checkpoint.json``, checks each file against its hash, then the
 files against each other (weights against the config, the tokenizer against the
 vocabulary, the step against the run's length and the optimizer); a problem is a
-``CheckpointError`` (a ``ValueError``), one line naming the file. The first layout
-(the five files directly in the directory) still loads, checked the same way but
-without hashes.
+``CheckpointError`` (a ``ValueError``), one line naming the file. The first layout (the
+five files directly in the directory) still loads, checked the same way but without hashes.
 """
 from __future__ import annotations
 

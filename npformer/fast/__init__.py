@@ -6,7 +6,7 @@ same numbers with speed idioms the plain files leave out: in-place and ``out=`` 
 grouped GEMMs, reused buffers, blockwise tiling, row blocks on several cores
 (``parallel``: on every available core when BLAS runs one thread per call, none of its own
 while BLAS has threads; npformer never changes BLAS's threads). ``npformer.core.track``
-chooses which one runs; ``tests/test_tracks.py`` and ``tests/test_twin_differential.py``
+chooses which one runs; ``tests/fast/test_tracks.py`` and ``tests/fast/test_twin_differential.py``
 hold every pair equal on every input the plain function accepts.
 """
 from . import attention, ffn, flash_attention, functional, linear, loss, norm, optim, rope  # noqa: F401

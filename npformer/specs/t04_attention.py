@@ -13,8 +13,9 @@ import functools
 
 import numpy as np
 
-from ..t04_attention import (MultiHeadAttention, attention_backward, attention_forward, causal_mask,
-                             grouped_attention_backward, grouped_attention_forward, padding_mask)
+from ..t03_softmax import softmax_forward
+from ..t04_attention import (AttentionCache, MultiHeadAttention, attention_backward, attention_forward, causal_mask,
+                             grouped_attention_backward, grouped_attention_forward, padding_mask, repeat_kv, sum_groups)
 from ..t05_rope import Rotary
 from . import claims
 from .draw import Example, arrays, causal_options, head_groups, mask, normal, sampled, size, st
@@ -291,12 +292,8 @@ def _additive(fill):
     (scores + mask, the mask 0 or ``fill``): a partly masked row is npformer's, since exp of
     a score near ``fill`` is 0; a fully masked row reads every key, weighted by its scores
     (every score moved by the same ``fill``), rounded as the sum rounds them."""
-    from ..t03_softmax import softmax_forward
-    from ..t04_attention import AttentionCache, repeat_kv, sum_groups
-
     def additive_forward(q, k, v, mask=None, scale=None, causal=False, window=None):
-        readable = allowed(Example(("q", "k", "v"), (q, k, v), {"mask": mask, "causal": causal,
-                                                                 "window": window}))
+        readable = allowed(Example(("q", "k", "v"), (q, k, v), {"mask": mask, "causal": causal, "window": window}))
         group = q.shape[1] // k.shape[1]
         keys, values = repeat_kv(k, group), repeat_kv(v, group)
         scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else float(scale)
@@ -365,8 +362,7 @@ def multi_head_attention_case(rng, size):
     if size == 1:                            # the causal rule inside, a padding mask outside
         return (MultiHeadAttention(d, H, H_kv, bias=True, rng=rng, causal=True),
                 (normal(rng, B, N, d),), {"mask": padding_mask(np.full(B, N - 1), N, side="left")})
-    return (MultiHeadAttention(d, H, H_kv, rope=rope, rng=rng), (normal(rng, B, N, d),),
-            {"mask": causal_mask(N)})
+    return MultiHeadAttention(d, H, H_kv, rope=rope, rng=rng), (normal(rng, B, N, d),), {"mask": causal_mask(N)}
 
 
 # -- the exercise and its claims ----------------------------------------------------------------
@@ -382,30 +378,6 @@ spec.exercise(4, "attention", "scaled dot-product and multi-head attention",
 
 def _mha(L, g, **options):
     return L.t04_attention.MultiHeadAttention(8, 2, rng=g, dtype=np.float64, **options)
-
-
-def backward_after_a_step(L):
-    """{"raised": what the backward through a KV-cached decoding step raised, or None}."""
-    g = claims.rng()
-    mha = _mha(L, g)
-    cache = L.t13_kv_cache.KVCache(1, 1, 2, 4, 4, np.float64)
-    out, step = mha.forward(g.standard_normal((1, 1, 8)), kv=cache.layers[0])
-    return {"raised": claims.raised(lambda: mha.backward(g.standard_normal(out.shape), step))}
-
-
-def judge_backward_after_a_step(computed):
-    """The claim's verdict: the backward raised NotImplementedError (or a subclass of it)."""
-    claims.expects("NotImplementedError", computed.get("raised", ...),
-                   "backward ran through a KV-cached decoding step", "backward through a KV-cached decoding step")
-
-
-@spec.claim("attention", "backward after a KV-cached decoding step is refused: the cache is for inference")
-def no_backward_after_a_step(L, R):
-    return judge_backward_after_a_step(backward_after_a_step(L))
-
-
-no_backward_after_a_step.compute = backward_after_a_step
-no_backward_after_a_step.judge = judge_backward_after_a_step
 
 
 @spec.claim("attention", "causal: the gradient of the output at position 2 reaches no input after it")

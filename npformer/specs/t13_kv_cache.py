@@ -144,3 +144,27 @@ def windowed_cached_logits(L, R):
     steps = [model.forward(ids[:, :3], kv_cache=cache)[0]]           # three new queries at once
     steps += [model.forward(ids[:, t:t + 1], kv_cache=cache)[0] for t in range(3, 6)]
     claims.close("cached logits", np.concatenate(steps, axis=1), full, 1e-10)
+
+
+def backward_after_a_step(L):
+    """{"raised": what the backward through a KV-cached decoding step raised, or None}."""
+    g = claims.rng()
+    mha = L.t04_attention.MultiHeadAttention(8, 2, rng=g, dtype=np.float64)
+    cache = L.t13_kv_cache.KVCache(1, 1, 2, 4, 4, np.float64)
+    out, step = mha.forward(g.standard_normal((1, 1, 8)), kv=cache.layers[0])
+    return {"raised": claims.raised(lambda: mha.backward(g.standard_normal(out.shape), step))}
+
+
+def judge_backward_after_a_step(computed):
+    """The claim's verdict: the backward raised NotImplementedError (or a subclass of it)."""
+    claims.expects("NotImplementedError", computed.get("raised", ...),
+                   "backward ran through a KV-cached decoding step", "backward through a KV-cached decoding step")
+
+
+# a claim of the attention exercise (MultiHeadAttention.backward refuses), about the cache
+@spec.claim("attention", "backward after a KV-cached decoding step is refused: the cache is for inference")
+def no_backward_after_a_step(L, R):
+    return judge_backward_after_a_step(backward_after_a_step(L))
+
+
+no_backward_after_a_step.compute, no_backward_after_a_step.judge = backward_after_a_step, judge_backward_after_a_step

@@ -8,7 +8,7 @@ For each set it prints how many mistakes were graded done (wrong code passed), n
 catalogued mistake named) and shown only (failing, with the failing tensor and smallest
 example but no name), and how many correct rewrites were flagged. ``--out`` keeps every
 entry's verdict and names, so that a reader can check a name against the entry's "what".
-The suite's tests/test_grader.py judges a sample of the same sets on every run; this script
+The suite's tests/grade/test_grader.py judges a sample of the same sets on every run; this script
 is the whole measurement, a few seconds per entry.
 """
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The finite-difference gradient checks of one concept's cases, for its own test file.
 
-Each concept's test file (``tests/test_softmax.py`` for ``t03_softmax.py``) runs the cases its
+Each concept's test file (``tests/concepts/test_softmax.py`` for ``t03_softmax.py``) runs the cases its
 spec declares, so a learner who breaks ``softmax_backward`` and runs that one file sees it
-fail. ``tests/test_gradients.py`` checks that every spec with cases has such a file.
+fail. ``tests/verify/test_gradients.py`` checks that every spec with cases has such a file.
 """
 import os
 import re
@@ -23,8 +23,8 @@ SAMPLED = {(name, SIZES[i % 3], TRACKS[i % 2]) for i, name in enumerate(WHOLE_MO
 
 
 def own_test_file(concept):
-    """"t03_softmax.py" -> "test_softmax.py": where a concept's own tests live."""
-    return "test_" + re.sub(r"^t\d\d_", "", os.path.basename(concept))
+    """"t03_softmax.py" -> "concepts/test_softmax.py": where a concept's own tests live, under tests/."""
+    return "concepts/test_" + re.sub(r"^t\d\d_", "", os.path.basename(concept))
 
 
 def cases_of(concept):

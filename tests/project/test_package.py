@@ -1,0 +1,150 @@
+"""The package as a user gets it: a wheel built from the tree, installed in a fresh virtual
+environment outside the tree, run from another directory; and what runs without hypothesis
+(an extra, ``[verify]``), what refuses without it in one line naming the extra."""
+import os
+import subprocess
+import sys
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+
+import npformer
+
+tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11")
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A finder that hides hypothesis from a child process, as on a machine without the extra.
+HIDE_HYPOTHESIS = """
+import sys
+class _Hidden:
+    def find_spec(self, name, path=None, target=None):
+        if name == "hypothesis" or name.startswith("hypothesis."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, _Hidden())
+"""
+
+
+def _project():
+    with open(REPO / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["project"]
+
+
+def _without_hypothesis(tmp_path, *args, cwd=None):
+    (tmp_path / "hide").mkdir(exist_ok=True)
+    (tmp_path / "hide" / "sitecustomize.py").write_text(HIDE_HYPOTHESIS, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "hide"), str(REPO)])}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
+                          cwd=cwd or tmp_path, timeout=300)
+
+
+def test_hypothesis_is_an_extra_not_a_dependency():
+    """So is pyseccomp, with which the grader builds its seccomp filter (Linux only)."""
+    project = _project()
+    assert not any(r.startswith(("hypothesis", "pyseccomp")) for r in project["dependencies"])
+    assert project["optional-dependencies"]["verify"] == ["hypothesis>=6", "pyseccomp>=0.1.2; sys_platform == 'linux'"]
+    assert "hypothesis>=6" in project["optional-dependencies"]["test"]
+
+
+def test_the_test_extra_holds_every_package_a_main_suite_test_would_skip_without():
+    # test_interop_files skips without safetensors, test_plot without the plot extra
+    test = _project()["optional-dependencies"]["test"]
+    for needed in ("safetensors", "matplotlib", "noto-cjk-sans-otc==0.0.1", "pytest-xdist>=3"):
+        assert needed in test
+
+
+def test_import_training_and_examples_run_without_hypothesis(tmp_path):
+    run = _without_hypothesis(tmp_path, "-c", "import sys, npformer, npformer.cli, npformer.cli.demo, "
+                              "npformer.training.loop, npformer.testing; "
+                              "assert 'hypothesis' not in sys.modules; print(npformer.__version__)")
+    assert run.returncode == 0 and run.stdout.strip() == npformer.__version__, run.stderr
+    ran = _without_hypothesis(tmp_path, "-m", "npformer", "examples", "02")
+    assert ran.returncode == 0 and "[1.340, 1.321]" in ran.stdout, ran.stderr
+
+
+@pytest.mark.parametrize("command, what", [
+    (["-m", "npformer", "conform", "--component", "softmax", "mine.py:softmax"], "npformer.testing.conform"),
+    (["-m", "npformer", "grade", "workspace"], "npformer grade"),
+    (["-c", "from npformer.testing import strategies"], "npformer.testing.strategies"),
+])
+def test_what_needs_hypothesis_says_so_in_one_line_naming_the_extra(tmp_path, command, what):
+    (tmp_path / "mine.py").write_text("def softmax(x, axis=-1):\n    return x\n", encoding="utf-8")
+    if "grade" in command:
+        from npformer.exercises.workspace import write_workspace
+        write_workspace(str(tmp_path / "workspace"), solutions=True)
+    run = _without_hypothesis(tmp_path, *command)
+    assert run.returncode == 1
+    said = run.stderr.strip().splitlines()
+    expected = (f"{what} needs hypothesis (npformer's [verify] extra), which is not installed: "
+                f"pip install 'hypothesis>=6'")
+    assert said[-1].endswith(expected), run.stderr
+    if "-m" in command:
+        assert len(said) == 1 and said[0].startswith(f"npformer {command[2]}: error: "), said
+
+
+def test_the_version_is_written_once():
+    project = _project()
+    assert "version" not in project and "version" in project["dynamic"]
+    sources = [p for p in REPO.glob("npformer/**/*.py") if f'"{npformer.__version__}"' in p.read_text(encoding="utf-8")]
+    assert sources == [REPO / "npformer" / "__init__.py"], sources
+
+
+@pytest.mark.full
+def test_the_wheel_installs_in_a_fresh_venv_and_runs_from_elsewhere(tmp_path):
+    dist = tmp_path / "dist"
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(dist),
+                            str(REPO)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = dist.glob("npformer-*.whl")
+    assert wheel.name.startswith(f"npformer-{npformer.__version__}-py3-none-any")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        info = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = Parser().parsestr(archive.read(info).decode("utf-8"))
+    assert "npformer/py.typed" in names
+    assert "npformer/testing/mistakes/t02_linear.json" in names     # the catalogue of mistakes
+    assert "npformer/worked_examples/02_attention_by_hand.py" in names or any(
+        n.startswith("npformer/worked_examples/02_") for n in names)
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert metadata["License-Expression"] == "MIT" and metadata["License-File"] == "LICENSE"
+    assert metadata["Version"] == npformer.__version__
+    assert "Typing :: Typed" in metadata.get_all("Classifier")
+    requires = metadata.get_all("Requires-Dist")
+    assert "hypothesis>=6; extra == \"verify\"" in requires
+    assert not any(r.startswith("hypothesis") and "extra" not in r for r in requires), requires
+    assert {"verify", "test", "hf", "plot", "crosscheck"} <= set(metadata.get_all("Provides-Extra"))
+
+    # A fresh environment outside the tree; numpy, scipy ... come from this one (no download).
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
+    python = bin_dir / "python"
+    installed = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--ignore-installed",
+                                str(wheel)], capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    imported = subprocess.run([str(python), "-c", "import npformer, sys; print(npformer.__version__); "
+                               "print(npformer.__file__)"], capture_output=True, text=True, cwd=elsewhere,
+                              env=env, timeout=120)
+    assert imported.returncode == 0, imported.stderr
+    version, where = imported.stdout.split()
+    assert version == npformer.__version__ and where.startswith(str(venv)), where
+    ran = subprocess.run([str(bin_dir / "npformer"), "examples", "02"], capture_output=True, text=True,
+                         cwd=elsewhere, env=env, timeout=300)
+    assert ran.returncode == 0 and "[1.340, 1.321]" in ran.stdout, ran.stderr[-2000:]
+    shown = subprocess.run([str(bin_dir / "npformer"), "--version"], capture_output=True, text=True,
+                           cwd=elsewhere, env=env, timeout=120)
+    assert shown.stdout.strip() == f"npformer {npformer.__version__}"
+
+
+def test_the_changelog_has_an_unreleased_section_and_an_entry_for_this_version():
+    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    headings = [line for line in text.splitlines() if line.startswith("## [")]
+    assert headings[0] == "## [Unreleased]"
+    assert any(h.startswith(f"## [{npformer.__version__}] - ") for h in headings), headings
+    citation = (REPO / "CITATION.cff").read_text(encoding="utf-8")
+    assert citation.startswith("cff-version: 1.2.0\n") and "\nlicense: MIT\n" in citation
