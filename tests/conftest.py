@@ -67,5 +67,6 @@ def pytest_terminal_summary(terminalreporter, config):
                                     "Face; run it with: python -m pytest -q -m crosscheck")
     if not re.search(r"(?<!not )\bfull\b", config.getoption("markexpr") or ""):
         terminalreporter.write_line("not run here: the rest of the sampled sets (whole-model gradient "
-                                    "checks, catalogued mistakes) and the runs of minutes (wheel, whole answer key, notebooks); "
-                                    "run it with: python -m pytest -q -n auto -m full")
+                                    "checks, catalogued mistakes, written alternatives) and the runs of half a "
+                                    "minute or more (the demo, the addition task, a benchmark, the wheel, a whole "
+                                    "answer key, the notebooks); run it with: python -m pytest -q -n auto -m full")

@@ -193,7 +193,7 @@ def _assert_heldout_score(out, model_dir, lang):
     assert correct / total >= 0.95
 
 
-@pytest.mark.slow
+@pytest.mark.full          # the README's demo at its default settings: 40 s
 def test_demo_answers_heldout_questions(capsys, tmp_path):
     code, out, err = _run(capsys, "demo", "--no-progress", "--plot", str(tmp_path),
                           "--out", str(tmp_path / "model"))

@@ -38,7 +38,7 @@ def quick_run(tmp_path_factory):
     return (out / "quick.md").read_text(), json.loads((out / "quick.json").read_text()), out
 
 
-@pytest.mark.slow
+@pytest.mark.full          # a whole quick benchmark run: half a minute
 def test_quick_run_writes_every_table(quick_run):
     report, _, out = quick_run
     for heading in ("## Targets", "### Workers", "### Training step: forward + cross-entropy",
@@ -54,7 +54,7 @@ def test_quick_run_writes_every_table(quick_run):
     assert (out / "quick-growth.png").exists() or "plot was skipped" in report
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_each_library_ran_in_its_own_process_on_its_track(quick_run):
     _, results, _ = quick_run
     workers = results["settings"][0]["workers"]

@@ -181,7 +181,7 @@ def test_reverse_task_reaches_99_percent_heldout():
     assert correct / len(split.heldout) == accuracy >= 0.99
 
 
-@pytest.mark.slow
+@pytest.mark.full          # the reverse task stays in the main run
 def test_addition_task_reaches_99_percent_heldout():
     split = addition_task(n_train=3000, n_heldout=500, digits=2)
     accuracy, predictions = _train_task(split, "0123456789+=", steps=2000)

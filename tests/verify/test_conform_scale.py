@@ -75,6 +75,7 @@ def test_float32_softmax_with_nan_rows_conforms_under_its_convention_at_float32(
     assert "float32" in report.summary()
 
 
+@pytest.mark.full
 def test_float32_softmax_scaled_by_one_over_d_does_not_conform():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

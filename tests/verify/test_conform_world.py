@@ -57,6 +57,7 @@ def test_always_causal_attention_conforms_in_scope(fill):
     assert "checked only with causal=True and as many keys as queries" in str(report)
 
 
+@pytest.mark.full
 def test_always_causal_attention_without_the_scale_fails_on_a_small_example():
     forward, backward = causal_attention("additive", scale_bug=True)
     report = conform("attention", forward, backward, examples=EXAMPLES, scope=CAUSAL_SCOPE)
