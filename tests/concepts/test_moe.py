@@ -260,3 +260,23 @@ def test_bad_arguments_name_themselves():
 @pytest.mark.parametrize("name, size, track", gradient_checks("t14_moe.py"))
 def test_gradient_check(name, size, track):
     check_gradients(name, size, track)
+
+
+def test_the_whole_model_harness_refuses_an_aux_upstream_other_than_the_layers_weight():
+    # a model's layers add aux_weight times the load-balancing gradient themselves, so the
+    # harness's last upstream entry must be that weight, to 1e-15, or the check is meaningless
+    from npformer.specs import CASES
+    harness, inputs, options = CASES["DecoderLM (Mixtral)"](np.random.default_rng(100), 0)
+    upstream = options.pop("upstream")
+    options = {k: v for k, v in options.items() if k != "randomize"}
+    weight = upstream[-1]
+    _, cache = harness.forward(*inputs, **options)
+    harness.backward(upstream.copy(), cache)                              # the weight itself: accepted
+    for given in (weight + 1.5e-15, 1.5 * weight):
+        wrong = upstream.copy()
+        wrong[-1] = given
+        with pytest.raises(ValueError) as refused:
+            harness.backward(wrong, cache)
+        said = str(refused.value)
+        assert said.startswith("d_out: its last entry (the aux loss's upstream) must equal the layers' "
+                               "aux_weight [") and said.endswith(f"], got {given}") and str(float(weight)) in said

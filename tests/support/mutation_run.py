@@ -59,7 +59,11 @@ def _tests(*paths, k=None):
 
 
 STRANGERS = "tests/verify/test_conform_strangers.py"
-WORDS = {"backward": ("backward",), "references": ("forward", "backward")}
+# which functions are mutated: any whose name holds "backward" in a concept file; in a spec,
+# those named forward or backward or ending so (the references, the conventions' variants, the
+# gradient-check harnesses), not the claims that merely mention a backward
+CHOSEN = {"backward": lambda name: "backward" in name,
+          "references": lambda name: name in ("forward", "backward") or name.endswith(("_forward", "_backward"))}
 # (folder, file, what is mutated: "references" (functions whose name says forward or backward)
 # or "backward" (those that say backward), runner)
 TARGETS = [
@@ -72,9 +76,17 @@ TARGETS = [
     ("fast", "npformer/fast/norm.py", "backward", _tests(("tests/fast/test_tracks.py", "norm"))),
 ]
 # each spec's references (the float64 forward and backward every verdict is measured against,
-# and its conventions' variants) with the strangers' tests of its components and layers
-TARGETS[:0] = [("specs", f"npformer/specs/{spec.concept.replace('/', '.')}", "references",
-                _tests((STRANGERS, " or ".join(spec.components + spec.layers))))
+# its conventions' variants and its gradient-check harnesses) with the strangers' tests of its
+# components and layers, then its concept's own test file (which runs the spec's cases)
+def _spec_runner(spec):
+    own = f"tests/{own_test_file(spec.concept)}"
+    tests = [(STRANGERS, " or ".join(spec.components + spec.layers))]
+    if os.path.exists(os.path.join(ROOT, own)):
+        tests.append(own)
+    return _tests(*tests)
+
+
+TARGETS[:0] = [("specs", f"npformer/specs/{spec.concept.replace('/', '.')}", "references", _spec_runner(spec))
                for spec in SPECS if spec.components or spec.layers]
 # each concept file with its own test file (which runs its gradient checks) and the tests that
 # reach the rest of its backward code
@@ -85,13 +97,19 @@ TARGETS[:0] = [("concepts", f"npformer/{spec.concept}", "backward",
                 for spec in SPECS if os.path.exists(os.path.join(ROOT, "tests", own_test_file(spec.concept)))]
 
 
-def lines_of(path, words):
-    """The body lines (docstrings left out) of every function or method whose name holds one of
-    ``words``."""
+def _a_fact(node):
+    """True for a function a spec registers as a claim or a property (``@spec.claim(...)``)."""
+    return any(isinstance(d, ast.Call) and getattr(d.func, "attr", None) in ("claim", "prop")
+               for d in node.decorator_list)
+
+
+def lines_of(path, chosen):
+    """The body lines (docstrings left out) of every function or method whose name ``chosen``
+    accepts, claims and properties left out."""
     tree = ast.parse(open(path, encoding="utf-8").read())
     lines = set()
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(w in node.name for w in words):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and chosen(node.name) and not _a_fact(node):
             body = node.body
             if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
                 body = body[1:]
@@ -133,9 +151,9 @@ def run_target(folder, path, what, runner, keep=None):
         copy_tree(copy)
         command = ["mutmut", "run", "--paths-to-mutate", path, "--runner", runner, "--tests-dir", "tests/",
                    "--no-progress", "--simple-output"]
-        if what in WORDS:
+        if what in CHOSEN:
             with open(os.path.join(copy, "mutate.patch"), "w", encoding="utf-8") as f:
-                f.write(patch_of(os.path.join(copy, path), lines_of(os.path.join(copy, path), WORDS[what])).replace(
+                f.write(patch_of(os.path.join(copy, path), lines_of(os.path.join(copy, path), CHOSEN[what])).replace(
                     f"{copy}/", ""))
             command += ["--use-patch-file", "mutate.patch"]
         env = {**os.environ, "PYTHONPATH": copy, "CI": "true"}
