@@ -406,7 +406,7 @@ OVERVIEW = [
     md("""
 ## 开篇（第一个小节标题之前）
 
-Token ID 只是整数，本身没有语义；Transformer 把这些编号变成随上下文变化的内部表示，再预测下一个
+Token ID 只是一串整数，数值本身不带意思；Transformer 先把编号换成向量，按上下文逐层改写，最后给出下一个
 Token。`npformer tour` 把文章的小模型从 ID 走到下一个 Token 的概率，打印每一步的形状。
 """),
     md("""
