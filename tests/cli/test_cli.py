@@ -222,7 +222,7 @@ def test_a_first_layout_checkpoint_generates_and_resumes(capsys, tmp_path):
     assert sorted(os.listdir(old))[0] == "checkpoint.json" and len(os.listdir(old)) == 2
 
 
-@pytest.mark.full             # the default demo runs in the main suite; its English twin here
+@pytest.mark.full             # the demo in English, beside the default one above
 def test_demo_in_english_answers_heldout_questions(capsys, tmp_path):
     code, out, err = _run(capsys, "demo", "--lang", "en", "--no-progress", "--out", str(tmp_path))
     assert code == 0, err                                    # the defaults, as a newcomer runs it
