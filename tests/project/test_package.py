@@ -104,7 +104,7 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_from_elsewhere(tmp_path):
         info = next(n for n in names if n.endswith(".dist-info/METADATA"))
         metadata = Parser().parsestr(archive.read(info).decode("utf-8"))
     assert "npformer/py.typed" in names
-    assert "npformer/testing/mistakes/t02_linear.json" in names     # the catalogue of mistakes
+    assert "npformer/specs/t02_linear.json" in names     # the catalogue of mistakes
     assert "npformer/worked_examples/02_attention_by_hand.py" in names or any(
         n.startswith("npformer/worked_examples/02_") for n in names)
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
