@@ -171,4 +171,6 @@ class BlockwiseAttention:
         return flash_attention_backward(d_out, cache)
 
 
-ATTENTION_KERNELS["flash"] = BlockwiseAttention       # a config may name it: attention="flash"
+# a config may name it: attention="flash". setdefault: a copy of this file run again (a learner's,
+# loaded to be graded) leaves the package's own kernel in the table
+ATTENTION_KERNELS.setdefault("flash", BlockwiseAttention)

@@ -134,4 +134,6 @@ class ALiBiAttention:
         return d_q, sum_groups(d_keys, cache.group), sum_groups(d_values, cache.group)
 
 
-ATTENTION_KERNELS["alibi"] = ALiBiAttention          # a config names it with positions="alibi"
+# a config names it with positions="alibi". setdefault: a copy of this file run again (a learner's,
+# loaded to be graded) leaves the package's own kernel in the table
+ATTENTION_KERNELS.setdefault("alibi", ALiBiAttention)

@@ -235,3 +235,18 @@ def test_one_order_the_exercise_for_a_concept_file_has_its_number():
     # the attention exercise holds multi-head attention too; a former name still finds it
     assert holding("t04_attention.py:MultiHeadAttention.backward") is find("attention") is find("multi-head")
     assert holding("t16_cross_attention.py:CrossAttention.backward") is find("cross-attention")
+
+
+@pytest.mark.parametrize("file, kernel", [("t18_flash_attention.py", "flash"), ("t21_alibi.py", "alibi")])
+def test_loading_a_learners_file_leaves_the_packages_attention_kernels(file, kernel, tmp_path):
+    # a learner's copy of a file that registers a kernel runs its module code when it is
+    # loaded to be graded; the table a config reads must keep npformer's own kernel, or every
+    # later model with attention="flash" would run the learner's (mistaken) code
+    import npformer
+    from npformer.exercises.learner import learner_module
+    from npformer.t04_attention import ATTENTION_KERNELS
+    own = ATTENTION_KERNELS[kernel]
+    source = open(os.path.join(os.path.dirname(npformer.__file__), file), encoding="utf-8").read()
+    shadow = learner_module(source, f"npformer.{file[:-3]}", str(tmp_path / file))
+    assert getattr(shadow, own.__name__) is not own                    # the learner's own class
+    assert ATTENTION_KERNELS[kernel] is own
