@@ -336,22 +336,18 @@ def attention_options(B, N, size):
             {"mask": padding_mask(np.full(B, N - 1), N)}][size]
 
 
-@spec.case("attention")
-def attention_case(rng, size):
+def attention_case(rng, size, grouped):
+    """q, k, v of H heads, or (grouped) of H_kv = H / 2 key/value heads, with one mask per size."""
     B, N, d, H = shape(size)
-    D = d // H
-    return ((attention_forward, attention_backward),
-            (normal(rng, B, H, N, D), normal(rng, B, H, N, D), normal(rng, B, H, N, D)),
-            attention_options(B, N, size))
+    D, H_kv = d // H, (max(1, H // 2) if grouped else H)
+    pair = ((grouped_attention_forward, grouped_attention_backward) if grouped
+            else (attention_forward, attention_backward))
+    q, k, v = normal(rng, B, H, N, D), normal(rng, B, H_kv, N, D), normal(rng, B, H_kv, N, D)
+    return pair, (q, k, v), attention_options(B, N, size)
 
 
-@spec.case("grouped_attention")
-def grouped_attention_case(rng, size):
-    B, N, d, H = shape(size)
-    D, H_kv = d // H, max(1, H // 2)
-    return ((grouped_attention_forward, grouped_attention_backward),
-            (normal(rng, B, H, N, D), normal(rng, B, H_kv, N, D), normal(rng, B, H_kv, N, D)),
-            attention_options(B, N, size))
+spec.case("attention")(functools.partial(attention_case, grouped=False))
+spec.case("grouped_attention")(functools.partial(attention_case, grouped=True))
 
 
 @spec.case("MultiHeadAttention")

@@ -79,6 +79,7 @@ TARGETS = [
 # its conventions' variants and its gradient-check harnesses) with the strangers' tests of its
 # components and layers, then its concept's own test file (which runs the spec's cases)
 def _spec_runner(spec):
+    """The strangers' tests of the spec's components and layers, then its concept's own tests."""
     own = f"tests/{own_test_file(spec.concept)}"
     tests = [(STRANGERS, " or ".join(spec.components + spec.layers))]
     if os.path.exists(os.path.join(ROOT, own)):
