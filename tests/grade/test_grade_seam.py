@@ -11,7 +11,8 @@ import pytest
 from npformer.exercises import catalog, channel
 from npformer.exercises.learner_proxy import LearnerProxy, RemoteSubject, Stopped
 from npformer.exercises.report import describe_run
-from npformer.exercises.verdict import judge_exercise, missing
+from npformer.exercises.report import missing
+from npformer.exercises.verdict import judge_exercise
 from npformer.specs.example import Example
 from npformer.testing.cases import CASES
 from npformer.testing.computation import Patched
