@@ -196,3 +196,19 @@ def test_answers_tampered_with_are_failing_and_never_the_graders_failure(name, h
     except Stopped:
         return                                         # the protocol broken: the learner's failure
     assert describe_run(exercise, result, 0, [], None, 60.0)[0] == "failing", result
+
+
+def test_the_judging_code_does_not_know_the_walls():
+    """The walls live in exercises/walls/; what judges (the engine, the verdict, the proxy of a
+    learner's process, the claims, the report) imports nothing of them."""
+    import ast
+    from pathlib import Path
+    import npformer
+    package = Path(npformer.__file__).parent
+    judging = list((package / "testing").rglob("*.py")) + [package / "exercises" / f"{name}.py" for name in
+                                                         ("verdict", "learner_proxy", "claims", "report")]
+    for path in judging:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+        imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+        assert not [name for name in imported if "walls" in name.split(".")], path
