@@ -42,7 +42,8 @@ class NpformerSteps:
         self.model.zero_grad()
         logits, cache = self.model.forward(self.ids)
         loss, loss_cache = cross_entropy_forward(logits, self.targets)
-        self.cache_bytes = cache.nbytes + loss_cache.nbytes
+        if not self.cache_bytes:        # walking the caches is not part of a step: the first only
+            self.cache_bytes = cache.nbytes + loss_cache.nbytes
         d_logits, _ = cross_entropy_backward(1.0, loss_cache)
         del logits, loss_cache          # free the [B, N, V] tables before the backward
         self.model.backward(d_logits, cache)
