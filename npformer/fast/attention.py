@@ -1,7 +1,14 @@
 """Fast twin of ``npformer.t04_attention``'s scaled dot-product attention.
 
-- The H / H_kv query heads of a group are stacked as [B, H_kv, G*N, D], so one batched
-  matmul serves grouped-query attention without repeating K and V.
+- K and V are never repeated for grouped-query attention: the G = H / H_kv query heads of a
+  group are an axis of their own, [B, H_kv, G, N, D], and read their shared head by
+  broadcasting in the batched matmul.
+- Causal attention skips what no query reads. The queries are cut into tiles of about 64
+  rows; a tile of rows r0..r1 reads only keys 0 .. r1 (the rest of its rows are weight 0),
+  so its scores, softmax and products cover that part alone, about (T + 1) / 2T of the
+  table for T tiles. The backward does the same, tile by tile (dq) and key block by key
+  block (dk, dv); the forward's cache says which tiles it skipped (``TiledAttentionCache``),
+  and a cache without that (the plain twin's) is read whole.
 - 1/sqrt(D) multiplies q (N x D numbers) instead of the scores (N x M).
 - The mask is written into the score table itself (the causal table is made once per
   shape and kept) and the softmax runs in place, its row sums by BLAS.
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,8 +30,19 @@ from ..t04_attention import AttentionCache, causal_table, combine_masks
 from ..t03_softmax import SoftmaxCache
 from ..core.track import twin_of
 from ..core.validate import check_mask, check_qkv, check_window, qkv_shapes
-from .functional import as_rows, softmax_backward_rows, softmax_rows, view_as
+from .functional import ones
 from .parallel import run_blocks
+
+TILE_ROWS = 64          # queries per tile of causal attention (fewer tiles: fewer calls)
+
+
+@dataclass(frozen=True)
+class TiledAttentionCache(AttentionCache):
+    """``AttentionCache`` (which the plain backward reads as it is) and the query tiles the
+    fast forward computed: (r0, r1, hi) each, rows r0..r1 read keys 0..hi, their weights
+    past hi are 0."""
+
+    tiles: tuple = ()
 
 
 def _blocks_over(B, H_kv, G, row_work, work):
@@ -43,19 +62,57 @@ def _causal_forbidden(n, m, window):
     return table
 
 
-def _forbidden(mask, causal, window, N, M):
-    """Where no query may read, as 4 axes broadcasting to [B, H, N, M]; None when nothing is."""
+def _tiles(N, M, causal, window):
+    """(r0, r1, hi): query rows r0..r1 read keys 0..hi. Causal attention without a window is
+    cut into tiles of about ``TILE_ROWS`` queries (the last N of M positions read the keys up
+    to their own); anything else is one tile of the whole table."""
+    count = N // TILE_ROWS if causal and window is None and M else 1
+    if count <= 1:
+        return ((0, N, M),)
+    edges = [N * t // count for t in range(count + 1)]
+    return tuple((r0, r1, max(0, M - N + r1)) for r0, r1 in zip(edges[:-1], edges[1:]))
+
+
+def _forbidden(mask, causal, window, N, M, H_kv, G):
+    """Where no query may read, as 5 axes broadcasting to [B, H_kv, G, N, M]; None when
+    nothing is masked, and "causal" when only the causal rule is (the tiles then mask just
+    their diagonal part)."""
     if mask is None:
         if not causal and window is None:
             return None
-        return _causal_forbidden(N, M, window)[None, None]
+        if window is None:
+            return "causal"
+        return _causal_forbidden(N, M, window)[None, None, None]
     forbidden = ~combine_masks(mask, causal, window, N, M)
-    return forbidden.reshape((1,) * (4 - forbidden.ndim) + forbidden.shape)
+    forbidden = forbidden.reshape((1,) * (4 - forbidden.ndim) + forbidden.shape)
+    heads = (H_kv, G) if forbidden.shape[1] > 1 else (1, 1)
+    return forbidden.reshape(forbidden.shape[:1] + heads + forbidden.shape[2:])
 
 
-def _mask_block(mask, batch, q_heads):
-    """The part of a 4-axis mask broadcasting to [B, H, N, M] that belongs to one block."""
-    return mask[batch if mask.shape[0] > 1 else slice(None), q_heads if mask.shape[1] > 1 else slice(None)]
+def _part(mask, batch, kv_heads, r0, r1, lo, hi):
+    """The part of a 5-axis mask (axes of size 1 broadcast) for a block and a tile."""
+    index = []
+    for size, part in zip(mask.shape, (batch, kv_heads, slice(None), slice(r0, r1), slice(lo, hi))):
+        index.append(part if size > 1 else slice(None))
+    return mask[tuple(index)]
+
+
+def _softmax_tile(scores):
+    """The softmax over the last axis of ``scores`` (masked entries -inf), in place: its last
+    axis contiguous, the row sums by BLAS."""
+    peak = scores.max(axis=-1, keepdims=True)
+    peak[~np.isfinite(peak)] = 0                                # fully masked rows
+    scores -= peak
+    np.exp(scores, out=scores)
+    total = scores @ ones(scores.shape[-1], scores.dtype)
+    total[~(total > 0)] = 1                                     # fully masked rows stay 0
+    np.reciprocal(total, out=total)                             # one division per row
+    scores *= total[..., None]
+
+
+def _grouped(x, batch, heads, shape):
+    """x[batch, heads] as [nb, nh, G, n, F] (C-ordered: a copy when x's layout needs one)."""
+    return np.ascontiguousarray(x[batch, heads]).reshape(shape)
 
 
 @twin_of(plain.attention_forward)
@@ -75,28 +132,42 @@ def grouped_attention_forward(q, k, v, mask=None, scale=None, causal=False, wind
 def _forward(q, k, v, mask, scale, causal, window):
     """Attention of H query heads over H_kv key/value heads (any group size)."""
     B, H, N, D, H_kv, M = qkv_shapes(q, k, v)
-    forbidden = _forbidden(check_mask(mask, (B, H, N, M)), causal, check_window(window), N, M)
+    window = check_window(window)
+    forbidden = _forbidden(check_mask(mask, (B, H, N, M)), causal, window, N, M, H_kv, H // H_kv)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    G = H // H_kv
-    Dv = v.shape[3]
+    G, Dv = H // H_kv, v.shape[3]
+    tiles = _tiles(N, M, causal, window)
     weights = np.empty((B, H, N, M), q.dtype)
     out = np.empty((B, H, N, Dv), q.dtype)
+    minus_inf = q.dtype.type(-np.inf)
 
     def work(batch, kv_heads, q_heads):
-        kb, vb = k[batch, kv_heads], v[batch, kv_heads]
-        nb, nh = kb.shape[:2]
-        block = weights[batch, q_heads]          # contiguous: a whole batch row, or B = 1
-        grouped = view_as(block, (nb, nh, G * N, M))
+        keys_t = k[batch, kv_heads][:, :, None].swapaxes(-1, -2)           # [nb, nh, 1, D, M]
+        values = v[batch, kv_heads][:, :, None]                              # [nb, nh, 1, M, Dv]
+        nb, nh = keys_t.shape[:2]
         scaled = np.empty((nb, nh * G, N, D), q.dtype)
         np.multiply(q[batch, q_heads], q.dtype.type(scale), out=scaled)
-        np.matmul(scaled.reshape(nb, nh, G * N, D), kb.swapaxes(-1, -2), out=grouped)
-        if forbidden is not None:
-            np.copyto(block, q.dtype.type(-np.inf), where=_mask_block(forbidden, batch, q_heads))
-        if block.size:
-            softmax_rows(as_rows(block))                          # scores become the weights
-        np.matmul(grouped, vb, out=view_as(out[batch, q_heads], (nb, nh, G * N, Dv)))
+        scaled = scaled.reshape(nb, nh, G, N, D)
+        table = weights[batch, q_heads].reshape(nb, nh, G, N, M)          # contiguous: a view
+        mixed = out[batch, q_heads].reshape(nb, nh, G, N, Dv)
+        for r0, r1, hi in tiles:
+            scores = table[..., r0:r1, :hi]
+            np.matmul(scaled[..., r0:r1, :], keys_t[..., :hi], out=scores)
+            table[..., r0:r1, hi:] = 0                                        # no query here reads them
+            if isinstance(forbidden, str):                                   # causal: the diagonal part
+                diagonal = min(max(0, M - N + r0 + 1), hi)
+                np.copyto(scores[..., diagonal:], minus_inf,
+                          where=_causal_forbidden(N, M, None)[r0:r1, diagonal:hi])
+            elif forbidden is not None:
+                np.copyto(scores, minus_inf, where=_part(forbidden, batch, kv_heads, r0, r1, 0, hi))
+            if scores.size:
+                _softmax_tile(scores)                                        # scores become the weights
+            np.matmul(scores, values[..., :hi, :], out=mixed[..., r0:r1, :])
     _blocks_over(B, H_kv, G, G * N * M, work)
-    return out, AttentionCache(q, k, v, SoftmaxCache(weights, -1), scale)
+    softmax = SoftmaxCache(weights, -1)
+    if len(tiles) == 1:
+        return out, AttentionCache(q, k, v, softmax, scale)
+    return out, TiledAttentionCache(q, k, v, softmax, scale, tiles)
 
 
 @twin_of(plain.attention_backward)
@@ -112,31 +183,52 @@ def grouped_attention_backward(d_out, cache):
     return _backward(d_out, cache)
 
 
+def _key_blocks(tiles):
+    """(c0, c1, r0): the keys c0..c1 of one block are read by the queries r0..N only (between
+    one tile's last key and the next one's: the first block holds every key before it)."""
+    starts = (0,) + tuple(hi for _, _, hi in tiles[:-1])
+    return tuple((c0, hi, r0) for c0, (r0, _, hi) in zip(starts, tiles))
+
+
 def _backward(d_out, cache):
     """(d_q, d_k, d_v) of ``_forward`` (any group size)."""
     q, k, v, weights = cache.q, cache.k, cache.v, cache.weights
     B, H, N, D = q.shape
     H_kv, M = k.shape[1], k.shape[2]
-    G = H // H_kv
-    Dv = v.shape[3]
+    G, Dv = H // H_kv, v.shape[3]
+    tiles = getattr(cache, "tiles", None) or ((0, N, M),)
     scale = q.dtype.type(cache.scale)
     d_q, d_k, d_v = np.empty(q.shape, q.dtype), np.empty(k.shape, k.dtype), np.empty(v.shape, v.dtype)
 
+    def shared_heads(product, out):
+        """The G query heads of a group add into their shared key/value head: [.., G, c, F] -> [.., c, F]."""
+        if G == 1:
+            out[...] = product[:, :, 0]
+        else:
+            np.add.reduce(product, axis=2, out=out)
+
     def work(batch, kv_heads, q_heads):
-        kb, vb = k[batch, kv_heads], v[batch, kv_heads]
-        nb, nh = kb.shape[:2]
-        d_out_g = d_out[batch, q_heads].reshape(nb, nh, G * N, Dv)
-        weights_g = np.ascontiguousarray(weights[batch, q_heads]).reshape(nb, nh, G * N, M)
-        np.matmul(weights_g.swapaxes(-1, -2), d_out_g, out=d_v[batch, kv_heads])     # [nb, nh, M, Dv]
-        d_scores = np.empty((nb, nh, G * N, M), q.dtype)            # d_weights
-        np.matmul(d_out_g, vb.swapaxes(-1, -2), out=d_scores)
-        if d_scores.size:
-            softmax_backward_rows(as_rows(d_scores), as_rows(weights_g))   # d(scores), before the scale
-        d_q_block = view_as(d_q[batch, q_heads], (nb, nh, G * N, D))
-        np.matmul(d_scores, kb, out=d_q_block)
-        d_q_block *= scale
-        d_k_block = d_k[batch, kv_heads]
-        np.matmul(d_scores.swapaxes(-1, -2), q[batch, q_heads].reshape(nb, nh, G * N, D), out=d_k_block)
-        d_k_block *= scale
+        keys = k[batch, kv_heads][:, :, None]                                # [nb, nh, 1, M, D]
+        values_t = v[batch, kv_heads][:, :, None].swapaxes(-1, -2)           # [nb, nh, 1, Dv, M]
+        nb, nh = keys.shape[:2]
+        table = _grouped(weights, batch, q_heads, (nb, nh, G, N, M))
+        upstream = _grouped(d_out, batch, q_heads, (nb, nh, G, N, Dv))
+        queries = _grouped(q, batch, q_heads, (nb, nh, G, N, D))
+        d_scores = np.empty((nb, nh, G, N, M), q.dtype)
+        d_queries = d_q[batch, q_heads].reshape(nb, nh, G, N, D)
+        for r0, r1, hi in tiles:
+            part, w = d_scores[..., r0:r1, :hi], table[..., r0:r1, :hi]
+            np.matmul(upstream[..., r0:r1, :], values_t[..., :hi], out=part)     # d_weights
+            part -= np.vecdot(part, w)[..., None]                   # softmax backward: the row dot
+            part *= w                                               # d(scores), before the scale
+            np.matmul(part, keys[..., :hi, :], out=d_queries[..., r0:r1, :])
+        d_queries *= scale
+        d_keys, d_values = d_k[batch, kv_heads], d_v[batch, kv_heads]
+        for c0, c1, r0 in _key_blocks(tiles):
+            shared_heads(table[..., r0:, c0:c1].swapaxes(-1, -2) @ upstream[..., r0:, :],
+                         d_values[..., c0:c1, :])
+            shared_heads(d_scores[..., r0:, c0:c1].swapaxes(-1, -2) @ queries[..., r0:, :],
+                         d_keys[..., c0:c1, :])
+        d_keys *= scale
     _blocks_over(B, H_kv, G, 2 * G * N * M, work)
     return d_q, d_k, d_v
