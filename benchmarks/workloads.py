@@ -39,7 +39,7 @@ class NpformerSteps:
     def train_no_opt(self):
         """Zero the gradients, forward, cross-entropy, backward."""
         from npformer import cross_entropy_backward, cross_entropy_forward
-        self.model.zero_grad()
+        self.optimizer.zero_grad()          # as PyTorch's reference does: the optimizer's list
         logits, cache = self.model.forward(self.ids)
         loss, loss_cache = cross_entropy_forward(logits, self.targets)
         if not self.cache_bytes:        # walking the caches is not part of a step: the first only
