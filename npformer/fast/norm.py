@@ -10,30 +10,33 @@ summed in another order would give another xhat.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import t08_norm as plain
 from ..t08_norm import NormCache
 from ..core.track import twin_of
 from .functional import as_rows, contiguous, ones
-from .parallel import run_blocks
+from .parallel import blocks, run_parts
 
 
 def _normalise_rows(x, xhat, rstd, eps, centre):
-    """xhat = (x - mean) * rstd (RMSNorm: x * rstd), rstd = 1 / sqrt(var + eps), for rows [R, d]."""
+    """xhat = (x - mean) * rstd (RMSNorm: x * rstd), rstd = 1 / sqrt(var + eps), for x [..., d]
+    and rstd [..., 1]."""
     t = x.dtype.type
-    inverse_width = t(1 / x.shape[-1])
+    inverse_width = t(1) / t(x.shape[-1])
     if centre:
         mean = np.add.reduce(x, axis=-1, keepdims=True)          # [R, 1], summed as x.mean() does
         np.true_divide(mean, x.shape[-1], out=mean)
         np.subtract(x, mean, out=xhat)
     else:
         np.copyto(xhat, x)
-    var = np.vecdot(xhat, xhat)                                  # [R], the mean square times d
+    var = np.asarray(np.vecdot(xhat, xhat))                      # [...], the mean square times d
     var *= inverse_width
     var += t(eps)
     np.sqrt(var, out=var)
-    np.reciprocal(var, out=rstd[:, 0])
+    np.reciprocal(var, out=rstd[..., 0])
     xhat *= rstd
 
 
@@ -41,11 +44,15 @@ def _normalise(x, eps, centre):
     """(xhat, rstd [..., 1]) of x [..., d], rows split over the cores."""
     x = contiguous(x)
     xhat = np.empty(x.shape, x.dtype)                    # C order: its rows are views
-    x_rows, xhat_rows = as_rows(x), as_rows(xhat)
-    rstd = np.empty((len(x_rows), 1), x.dtype)
-    run_blocks(lambda s: _normalise_rows(x_rows[s], xhat_rows[s], rstd[s], eps, centre),
-               len(x_rows), x_rows.shape[1])
-    return xhat, rstd.reshape(x.shape[:-1] + (1,))
+    rstd = np.empty(x.shape[:-1] + (1,), x.dtype)
+    n_rows = math.prod(x.shape[:-1])
+    parts = blocks(n_rows, x.shape[-1])
+    if len(parts) == 1:
+        _normalise_rows(x, xhat, rstd, eps, centre)
+        return xhat, rstd
+    x_rows, xhat_rows, rstd_rows = as_rows(x), as_rows(xhat), rstd.reshape(n_rows, 1)
+    run_parts(lambda s: _normalise_rows(x_rows[s], xhat_rows[s], rstd_rows[s], eps, centre), parts)
+    return xhat, rstd
 
 
 @twin_of(plain.layernorm_forward)
@@ -65,10 +72,10 @@ def rmsnorm_forward(x, gamma, eps=1e-6):
 
 
 def _backward_rows(d_out, xhat, rstd, gamma, d_x, centre):
-    """d_x = rstd (g - mean(g) - xhat mean(g xhat)), g = d_out gamma, written into d_x; returns
-    the rows' parts of (d_gamma, d_beta)."""
+    """d_x = rstd (g - mean(g) - xhat mean(g xhat)), g = d_out gamma, written into d_x, for
+    [R, d] rows; returns the rows' parts of (d_gamma, d_beta)."""
     t = xhat.dtype.type
-    inverse_width = t(1 / xhat.shape[-1])
+    inverse_width = t(1) / t(xhat.shape[-1])
     by_row = ones(len(d_out), xhat.dtype)
     scratch = d_out * xhat
     d_gamma = by_row @ scratch
@@ -99,8 +106,8 @@ def _norm_backward(d_out, cache, centre):
     d_out = contiguous(d_out)
     d_x = np.empty(xhat.shape, xhat.dtype)
     rows = [as_rows(a) for a in (d_out, xhat, rstd, d_x)]
-    parts = run_blocks(lambda s: _backward_rows(*(a[s] for a in rows[:3]), gamma, rows[3][s], centre),
-                       len(rows[0]), rows[0].shape[1])
+    parts = run_parts(lambda s: _backward_rows(*(a[s] for a in rows[:3]), gamma, rows[3][s], centre),
+                      blocks(len(rows[0]), rows[0].shape[1]))
     d_gamma = parts[0][0] if len(parts) == 1 else sum(p[0] for p in parts)
     d_beta = (parts[0][1] if len(parts) == 1 else sum(p[1] for p in parts)) if centre else None
     return d_x, d_gamma, d_beta
