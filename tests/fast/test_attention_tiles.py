@@ -40,3 +40,24 @@ def test_tiles_at_a_training_length(M, masked):
     assert_same(cache.weights, fast_cache.weights, 0.1, "weights")
     for name, expected, got in zip("qkv", grads, fast_grads):
         assert_same(expected, got, 0.1, f"d_{name}")
+
+
+@pytest.mark.parametrize("M", [5, 7, 8, 130])
+def test_the_largest_score_may_sit_at_any_key(M):
+    # scores of about 0 and one of 250 at the key being checked: a softmax shifted by anything
+    # but the maximum overflows exp() in float32 (past 88), so the fast twin's maximum, taken by
+    # folding halves of the keys onto each other, must reach every key, an odd last one too
+    rng = np.random.default_rng(M)
+    for key in (0, M // 2, M - 1):
+        q = np.zeros((1, 2, 3, 4), np.float32)
+        q[..., 0] = 10
+        k = (0.1 * rng.standard_normal((1, 2, M, 4))).astype(np.float32)
+        k[:, :, key, 0] = 50
+        v = rng.standard_normal((1, 2, M, 3)).astype(np.float32)
+        with track("plain"):
+            out, cache = npformer.attention_forward(q, k, v)
+        with track("fast"):
+            fast_out, fast_cache = npformer.attention_forward(q, k, v)
+        assert np.isfinite(fast_out).all()
+        assert_same(cache.weights, fast_cache.weights, 0.1, f"weights, key {key} of {M}")
+        assert_same(out, fast_out, 0.1, f"output, key {key} of {M}")
