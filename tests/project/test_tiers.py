@@ -5,8 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 try:
     import tomllib
 except ModuleNotFoundError:          # Python 3.10: the test extra brings tomli, the same parser
