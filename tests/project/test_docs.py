@@ -226,7 +226,7 @@ def test_every_concept_map_example_exists_and_every_example_is_on_the_map():
     assert scripts <= links
 
 
-def test_the_number_of_exercises_a_doc_gives_with_the_command_is_what_it_lists(tmp_path):
+def test_the_number_of_exercises_a_doc_gives_with_the_command_is_what_it_lists():
     from npformer.exercises import EXERCISES
     said = [(doc.name, int(n)) for doc in DOCS for line in doc.read_text(encoding="utf-8").splitlines()
             if "npformer exercises" in line for n in re.findall(r"the (\d+) exercises", line)]
