@@ -181,3 +181,16 @@ def test_the_changelog_has_an_unreleased_section_and_an_entry_for_this_version()
     assert any(h.startswith(f"## [{npformer.__version__}] - ") for h in headings), headings
     citation = (REPO / "CITATION.cff").read_text(encoding="utf-8")
     assert citation.startswith("cff-version: 1.2.0\n") and "\nlicense: MIT\n" in citation
+
+
+def test_the_install_hints_name_the_extras_own_packages_not_npformer_on_pypi():
+    """A copy installed from its folder is not on PyPI: "pip install 'npformer[plot]'" would fail
+    there; the packages themselves install wherever npformer came from."""
+    from npformer.pictures.plot import CJK_HINT, INSTALL_HINT
+    from npformer.testing.needs import INSTALL as VERIFY_INSTALL
+    extras = _project()["optional-dependencies"]
+    assert INSTALL_HINT.startswith(f"pip install {' '.join(extras['plot'])} ")
+    assert f"pip install {extras['plot'][1]} " in CJK_HINT
+    assert VERIFY_INSTALL == f"pip install '{extras['verify'][0]}'"
+    sources = [p for p in REPO.glob("npformer/**/*.py") if "npformer[" in p.read_text(encoding="utf-8")]
+    assert sources == []
