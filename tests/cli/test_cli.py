@@ -230,3 +230,16 @@ def test_demo_in_english_answers_heldout_questions(capsys, tmp_path):
     assert "headset is faulty. who pays return post? -> seller pays" in out
     assert "headset not wanted. who pays return post? -> buyer pays" in out
     assert "shoes here 12 days. free return? -> no, past 7 days" in out
+
+
+def test_on_a_pipe_the_output_is_the_report_alone_without_a_progress_bar(tmp_path):
+    """stdout and stderr both piped (as in `npformer train 2>&1 | tee log`): no bar's redrawn
+    lines between the report's, whatever the progress setting."""
+    ran = subprocess.run(CLI + ["train", "--data", "reverse", "--steps", "12", "--eval-every", "4", "--out",
+                                str(tmp_path / "run"), "--d-model", "16", "--layers", "1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout
+    assert "\r" not in ran.stdout and "training:" not in ran.stdout and "step/s" not in ran.stdout
+    lines = ran.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines if line.startswith("step ")] == ["step 4", "step 8"]
+    assert lines[0].startswith("track: ") and any(line.startswith("trained 12 steps") for line in lines)
