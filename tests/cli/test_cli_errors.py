@@ -97,7 +97,12 @@ BAD = [
     ("train --lr inf --out {tmp}/a", 2, r"argument --lr: expected a finite number > 0, got inf"),
     ("train --lr 0 --out {tmp}/a", 2, r"argument --lr: expected a finite number > 0, got 0"),
     ("train --steps 0 --out {tmp}/a", 2, r"argument --steps: expected an integer >= 1, got 0"),
-    ("train --steps ten --out {tmp}/a", 2, r"argument --steps: expected an integer, got 'ten'"),
+    ("train --steps ten --out {tmp}/a", 2, r"argument --steps: expected a whole number of steps, got 'ten'"),
+    ("train --steps 1e23 --out {tmp}/a", 2, r"argument --steps: expected at most 10,000,000 steps \(days of "
+                                           r"training on a CPU; .*\), got 1e23 \(see npformer train --help\)$"),
+    ("train --steps 100000000000000000000000 --out {tmp}/a", 2, r"argument --steps: expected at most 10,000,000"),
+    ("demo --steps 1e23", 2, r"argument --steps: expected at most 10,000,000 steps"),
+    ("train --steps 2.5 --out {tmp}/a", 2, r"argument --steps: expected a whole number of steps, got '2.5'"),
     ("train --eval-every -1 --out {tmp}/a", 2, r"argument --eval-every: expected an integer >= 0"),
     ("train --threads -1 --out {tmp}/a", 2, r"argument --threads: expected an integer >= 0"),
     ("train --micro-batches 3 --batch-size 8 --out {tmp}/a", 2, r"--micro-batches: 3 does not divide"),
