@@ -451,7 +451,8 @@ def test_non_editable_install(tmp_path):
     assert shipped == sorted(p.name for p in FOLDER.glob("[0-9][0-9]_*.py"))
     assert (site / "npformer" / "worked_examples" / "CLAIMS.md").is_file()
     env = {**os.environ, "PYTHONPATH": str(site)}
-    command = [sys.executable, "-P", "-c", "import sys, npformer.cli as c; "
+    # the current folder off sys.path (as -P does from Python 3.11 on)
+    command = [sys.executable, "-c", "import sys; sys.path.remove(''); import npformer.cli as c; "
                "assert c.__file__.startswith(sys.argv[1]), c.__file__; "
                "sys.exit(c.main(sys.argv[2:]))", str(site)]
     elsewhere = tmp_path / "elsewhere"                 # no clone in it nor above it
