@@ -85,7 +85,8 @@ TRAINING_COMMANDS = ("demo", "train")
 
 
 def program():
-    """The ``npformer`` program (its console script and ``python -m npformer``): the settings of
+    """The ``npformer`` program (``python -m npformer``, and the console script through
+    ``npformer_command.program``, which guards the imports against Ctrl-C): the settings of
     the whole process a training command wants, made here at the entry point and never by
     ``main`` (which tests call in-process), then ``main``."""
     if len(sys.argv) > 1 and sys.argv[1] in TRAINING_COMMANDS:

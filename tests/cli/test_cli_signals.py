@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -158,6 +159,29 @@ def test_ctrl_c_ends_quietly(command):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert err.strip() == f"npformer {command[0]}: interrupted"
+
+
+# the console script's entry, run as the script runs it (the checkout first on sys.path), once
+# Python itself has started (a Ctrl-C inside Python's own start-up is Python's to report)
+ENTRY = [sys.executable, "-c", "import sys; from npformer_command import program; "
+         "print('started', file=sys.stderr, flush=True); sys.exit(program())"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_ctrl_c_while_the_command_is_still_being_imported_ends_quietly():
+    """Importing npformer takes a second or more; a Ctrl-C then used to end in a traceback.
+    Signals are sent at growing moments until one lands before the command printed anything."""
+    landed_early = False
+    for after in (0.0, 0.1, 0.3):
+        proc = subprocess.Popen(ENTRY + ["gradcheck"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        assert proc.stderr.readline() == "started\n"
+        time.sleep(after)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and err == "npformer gradcheck: interrupted\n", err
+        landed_early |= out == ""
+    assert landed_early
 
 
 def test_sigterm_ends_any_command_quietly():

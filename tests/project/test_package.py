@@ -136,6 +136,7 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_from_elsewhere(tmp_path):
     wheel, modes, metadata = _wheel(tmp_path)
     assert wheel.name.startswith(f"npformer-{npformer.__version__}-py3-none-any")
     assert "npformer/specs/t02_linear.json" in modes     # the catalogue of mistakes
+    assert "npformer_command.py" in modes                # the console script's entry
     assert any(n.startswith("npformer/worked_examples/02_") for n in modes)
     # the Gradescope recipe, its two scripts executable
     for name, executable in (("setup.sh", True), ("run_autograder", True), ("Dockerfile", False)):
