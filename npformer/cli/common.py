@@ -32,7 +32,7 @@ def positive_int(text):
     return value
 
 
-def count(text):
+def non_negative_int(text):
     """An integer >= 0."""
     value = _number(text, int)
     if value < 0:

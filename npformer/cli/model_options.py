@@ -6,7 +6,7 @@ import numpy as np
 
 from ..checkpoints.budget import available_memory, decoder_parameters
 from ..t10_model import POSITIONS, DecoderConfig
-from .common import MAX_STEPS, UsageError, count, positive_int, positive_number, seed, steps
+from .common import MAX_STEPS, UsageError, non_negative_int, positive_int, positive_number, seed, steps
 
 # name -> the value used when neither the user nor a resumed checkpoint gives one
 MODEL_DEFAULTS = {"arch": "gpt2", "d_model": 64, "layers": 2, "heads": 4, "vocab_size": None,
@@ -54,7 +54,7 @@ def add_run_arguments(parser, default_steps, lr, batch_size, resumable):
                        help=f"sequences per step (default {batch_size})")
     group.add_argument("--seed", type=seed, default=None if resumable else 0,
                        help="seed of the weights and batches, >= 0 (default 0)")
-    group.add_argument("--threads", type=count, default=1,
+    group.add_argument("--threads", type=non_negative_int, default=1,
                        help="cores to compute on, at most the cores there are: the fast track "
                             "splits its work over them, BLAS runs one thread per call (default 1, "
                             "fastest on a shared machine; 0: leave BLAS as configured)")

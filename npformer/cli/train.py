@@ -15,7 +15,7 @@ from ..checkpoints.budget import check_disk, checkpoint_bytes, decoder_parameter
 from ..checkpoints.lock import CheckpointBusy, writer_lock
 from ..t10_model import DecoderLM
 from ..training.loop import train
-from .common import (UsageError, computing, check_output_dir, check_plot_dir, count,
+from .common import (UsageError, computing, check_output_dir, check_plot_dir, non_negative_int,
                      positive_int, say, warn)
 from .datasets import BUILTIN, PROMPT_FORMATS
 from .model_options import add_model_arguments, add_run_arguments, check_memory
@@ -44,9 +44,9 @@ def add_arguments(parser):
                         help="window length for --text (default 64)")
     parser.add_argument("--micro-batches", type=positive_int, default=None,
                         help="split each batch into N micro-batches, gradients accumulated (default 1)")
-    parser.add_argument("--eval-every", type=count, default=None,
+    parser.add_argument("--eval-every", type=non_negative_int, default=None,
                         help="evaluate every N steps (default 0: at the end)")
-    parser.add_argument("--checkpoint-every", type=count, default=None,
+    parser.add_argument("--checkpoint-every", type=non_negative_int, default=None,
                         help="save every N steps, and at the end and when stopped (default: "
                              "every tenth of the run for 200 steps or more, else only at the end; "
                              "0: only at the end)")
