@@ -121,14 +121,16 @@ def main(argv=None):
         except (TypeError, ValueError):       # no such signal here, or not the main thread
             continue
     try:
-        return _run(args, f"npformer {args.command}")
+        code = _run(args, f"npformer {args.command}")
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
-        try:
-            sys.stdout.flush()
-        except BrokenPipeError:
-            silence_stdout()
+    try:
+        sys.stdout.flush()     # on a pipe, output waits in the buffer: the reader may be gone only now
+    except BrokenPipeError:
+        silence_stdout()
+        return 128 + 13
+    return code
 
 
 def _run(args, name):
