@@ -166,10 +166,17 @@ def test_ctrl_c_ends_quietly(command):
     assert err.strip() == f"npformer {command[0]}: interrupted"
 
 
-# the console script's entry, run as the script runs it (the checkout first on sys.path), once
-# Python itself has started (a Ctrl-C inside Python's own start-up is Python's to report)
-ENTRY = [sys.executable, "-c", "import sys; from npformer_command import program; "
-         "print('started', file=sys.stderr, flush=True); sys.exit(program())"]
+# The console script's entry, run as the script runs it (the checkout first on sys.path). It says
+# "started" when npformer begins to be imported, inside program(): a Ctrl-C before that lands in
+# Python's own start-up or in the script's two lines, which are not npformer's to guard.
+ENTRY = [sys.executable, "-c", """import sys
+class Announce:
+    def find_spec(self, name, path=None, target=None):
+        if name == "npformer":
+            print("started", file=sys.stderr, flush=True)
+sys.meta_path.insert(0, Announce())
+from npformer_command import program
+sys.exit(program())"""]
 REPO = Path(__file__).resolve().parents[2]
 
 
