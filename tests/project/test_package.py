@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import npformer
+from support.venvs import fresh_venv
 
 try:
     import tomllib
@@ -115,22 +116,6 @@ def _wheel(tmp_path):
     return wheel, modes, metadata
 
 
-def _fresh_venv(tmp_path):
-    """A virtual environment outside the tree that sees this one's packages (numpy, scipy ...:
-    nothing is downloaded) after its own, through a .pth file: this environment may itself be
-    a venv, which ``--system-site-packages`` would pass over for the Python it was made from."""
-    import site
-    import sysconfig
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    python = venv / ("Scripts" if os.name == "nt" else "bin") / "python"
-    own = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True, timeout=120).stdout.strip()
-    here = {sysconfig.get_paths()["purelib"], *site.getsitepackages()}
-    Path(own, "this-environment.pth").write_text("\n".join(sorted(here)) + "\n", encoding="utf-8")
-    return venv, python
-
-
 @pytest.mark.full
 def test_the_wheel_installs_in_a_fresh_venv_and_runs_from_elsewhere(tmp_path):
     wheel, modes, metadata = _wheel(tmp_path)
@@ -150,7 +135,7 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_from_elsewhere(tmp_path):
     assert not any(r.startswith("hypothesis") and "extra" not in r for r in requires), requires
     assert {"verify", "test", "hf", "plot", "crosscheck"} <= set(metadata.get_all("Provides-Extra"))
 
-    venv, python = _fresh_venv(tmp_path)
+    venv, python = fresh_venv(tmp_path)
     installed = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
                                 str(wheel)], capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stderr[-2000:]
