@@ -136,8 +136,9 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_from_elsewhere(tmp_path):
     assert {"verify", "test", "hf", "plot", "crosscheck"} <= set(metadata.get_all("Provides-Extra"))
 
     venv, python = fresh_venv(tmp_path)
+    # --ignore-installed: this environment's npformer, which the venv sees too, is not the wheel
     installed = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-                                str(wheel)], capture_output=True, text=True, timeout=300)
+                                "--ignore-installed", str(wheel)], capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stderr[-2000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
