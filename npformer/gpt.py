@@ -285,9 +285,10 @@ def learning_rate(step, steps, warmup, peak):
     return peak * (0.1 + 0.45 * (1 + math.cos(math.pi * (step - warmup) / (steps - warmup))))
 
 
-def train_reverse(steps=300, batch=32, length=5, seed=0):
+def train_reverse(steps=300, batch=32, length=5, seed=0, log=None):
     """Train a 2-block GPT on the reverse task -> (config, params, heldout, generated, accuracy):
-    the share of held-out prompts answered with their own digits reversed, then <eos>."""
+    the share of held-out prompts answered with their own digits reversed, then <eos>.
+    ``log``: called with what is trained, then a line of progress every 25 steps (None: silent)."""
     rng = np.random.default_rng(seed)
     train, heldout = reverse_task(3000, 500, length, rng)
     answer = length + 2                                   # <bos> digits >: the answer starts here
@@ -295,11 +296,17 @@ def train_reverse(steps=300, batch=32, length=5, seed=0):
     targets[:, :answer - 1] = IGNORE_INDEX                # only the answer and <eos> are scored
     config = make_config(len(SYMBOLS) + 2, inputs.shape[1], d=64, n_layers=2, n_heads=4)
     params, state = init_params(config, rng), {}
+    if log is not None:
+        log(f"training a GPT (d=64, 2 blocks, 4 heads) to reverse {length}-digit strings: "
+            f"{steps} steps of {batch}")
+    began = time.perf_counter()
     for step in range(steps):
         rows = rng.integers(0, len(inputs), batch)
-        _, _, cache = forward(params, config, inputs[rows], targets[rows])
+        _, loss, cache = forward(params, config, inputs[rows], targets[rows])
         adamw_step(params, backward(params, cache), state, lr=learning_rate(step, steps, 20, 3e-3),
                    betas=(0.9, 0.98))
+        if log is not None and (step + 1) % 25 == 0:
+            log(f"step {step + 1}/{steps}: loss {loss:.3f} ({time.perf_counter() - began:.0f} s)")
     new = generate(params, config, heldout[:, :answer], length + 1)
     expected = np.concatenate([heldout[:, answer - 2:0:-1], np.full((len(new), 1), EOS)], axis=1)
     return config, params, heldout, new, float(np.mean((new == expected).all(axis=1)))
@@ -308,7 +315,7 @@ def train_reverse(steps=300, batch=32, length=5, seed=0):
 def main():
     """``python -m npformer.gpt``: train on the reverse task, print the held-out accuracy."""
     start = time.perf_counter()
-    config, params, heldout, generated, accuracy = train_reverse()
+    config, params, heldout, generated, accuracy = train_reverse(log=lambda line: print(line, flush=True))
     text = lambda ids: "".join(SYMBOLS[i] for i in ids if i < len(SYMBOLS))   # <bos>, <eos> unshown
     for row, new in zip(heldout[:3], generated):
         print(f"{text(row).split('>')[0]}> {text(new)}")

@@ -42,12 +42,13 @@ def softmax_forward(x, axis=-1, mask=None):
     exp(s_k - max s), only over entries where ``mask`` is True.
 
     ``mask`` is boolean and broadcasts against ``x``; False entries get weight exactly 0.
-    A row with no True entry (fully masked) returns all zeros, never NaN.
+    A row with no True entry (fully masked) returns all zeros, never NaN. A row with a NaN
+    among its readable scores returns NaN in every entry: no weight of it can be known.
     """
     if mask is not None:
         x = np.where(mask, x, -np.inf)                   # a masked score can never win
     peak = np.max(x, axis=axis, keepdims=True)
-    peak = np.where(np.isfinite(peak), peak, 0)          # a fully masked row has no maximum
+    peak = np.where(np.isinf(peak), 0, peak)             # a fully masked row has no maximum (a NaN stays)
     e = np.exp(x - peak)                                 # every exponent <= 0: no overflow
     total = np.sum(e, axis=axis, keepdims=True)
     y = e / np.where(total > 0, total, 1)                # a fully masked row stays all 0

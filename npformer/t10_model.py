@@ -33,6 +33,7 @@ from .t01_embedding import Embedding, Embeddings, position_table
 from .t13_kv_cache import KVCache
 from .t02_linear import Linear, linear_backward, linear_forward
 from .core.module import Cache, ConfigDict, Module
+from .checkpoints.budget import check_model_fits, decoder_parameters
 from .t14_moe import AUX_OBJECTIVES, RouterLoss, router_grads, router_inputs, router_loss
 from .core.validate import (check_choice, check_key_mask, check_padding_idx, check_positions,
                             check_positive, check_rng, check_token_ids)
@@ -152,6 +153,9 @@ class DecoderLM(Module):
         if not isinstance(config, DecoderConfig):
             raise TypeError(f"config: expected a DecoderConfig or None, got {type(config).__name__}")
         config.validate()
+        # counted before anything is built: a billion layers is refused now, not after hours
+        check_model_fits("config", config, decoder_parameters(config), np.dtype(dtype).itemsize,
+                         doing="to build (its weights and their gradients)")
         rng = check_rng(rng)
         self.config = config
         d, std = config.d_model, config.init_std

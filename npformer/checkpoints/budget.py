@@ -147,12 +147,13 @@ def human(n):
 
 
 def check_model_fits(where, config, numbers, itemsize, file_bytes=None, files="the weight files",
-                     available=None, error=ValueError, exact=True):
+                     available=None, error=ValueError, exact=True, doing="to load"):
     """``error`` naming ``where`` (the config file) and the size fields when a model of
     ``numbers`` parameters cannot be justified: more bytes than the weight files hold
     (``file_bytes``, with ``itemsize`` the smallest width they may store), or more memory
-    than there is (the weights read plus the model built: twice the model). ``exact``:
-    ``numbers`` is the model's count, not a lower bound (the message says "at least")."""
+    than there is (twice the model: the weights read plus the model built, or, ``doing`` "to
+    build", its weights and their gradients). ``exact``: ``numbers`` is the model's count,
+    not a lower bound (the message says "at least")."""
     need = numbers * itemsize
     bound = "" if exact else "at least "
     if file_bytes is not None and need > file_bytes:
@@ -163,7 +164,7 @@ def check_model_fits(where, config, numbers, itemsize, file_bytes=None, files="t
     available = available_memory() if available is None else available
     if available is not None and 2 * need > available:
         raise error(f"{where}: {size_fields(config)} describe a model of {bound}{numbers:,} "
-                    f"parameters needing about {human(2 * need)} of memory to load, but "
+                    f"parameters needing about {human(2 * need)} of memory {doing}, but "
                     f"{human(available)} are free")
 
 

@@ -15,6 +15,7 @@ from typing import NamedTuple
 from . import conform, demo, examples, exercises, generate, grade, gradcheck, tour, train
 from .. import __version__
 from ..core.track import default_track
+from ..testing.needs import MissingExtra
 from .common import UsageError, silence_stdout
 
 __all__ = ["COMMANDS", "UsageError", "main", "program"]
@@ -22,7 +23,8 @@ __all__ = ["COMMANDS", "UsageError", "main", "program"]
 EXIT_CODES = """exit codes:
   0     done
   1     a failure while working: a full disk, too little memory, a diverged run
-  2     a problem with the input (an option, a file, a checkpoint)
+  2     a problem with the input (an option, a file, a checkpoint), or an optional package
+        the command needs is not installed (the message names it)
   130   Ctrl-C; 143 SIGTERM; 129 SIGHUP (128 + the signal's number); train and demo
         first finish the step and save a checkpoint
   141   the reader of the output went away (npformer ... | head)
@@ -83,7 +85,8 @@ TRAINING_COMMANDS = ("demo", "train")
 
 
 def program():
-    """The ``npformer`` program (its console script and ``python -m npformer``): the settings of
+    """The ``npformer`` program (``python -m npformer``, and the console script through
+    ``npformer_command.program``, which guards the imports against Ctrl-C): the settings of
     the whole process a training command wants, made here at the entry point and never by
     ``main`` (which tests call in-process), then ``main``."""
     if len(sys.argv) > 1 and sys.argv[1] in TRAINING_COMMANDS:
@@ -118,14 +121,16 @@ def main(argv=None):
         except (TypeError, ValueError):       # no such signal here, or not the main thread
             continue
     try:
-        return _run(args, f"npformer {args.command}")
+        code = _run(args, f"npformer {args.command}")
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
-        try:
-            sys.stdout.flush()
-        except BrokenPipeError:
-            silence_stdout()
+    try:
+        sys.stdout.flush()     # on a pipe, output waits in the buffer: the reader may be gone only now
+    except BrokenPipeError:
+        silence_stdout()
+        return 128 + 13
+    return code
 
 
 def _run(args, name):
@@ -134,7 +139,7 @@ def _run(args, name):
         return code
     try:
         return COMMANDS[args.command].module.run(args) or 0
-    except UsageError as error:
+    except (UsageError, MissingExtra) as error:      # MissingExtra: nothing ran yet, as for bad input
         return fail(f"error: {error}", 2)
     except KeyboardInterrupt:
         return fail("interrupted", 128 + signal.SIGINT)

@@ -32,11 +32,38 @@ def positive_int(text):
     return value
 
 
-def count(text):
+def non_negative_int(text):
     """An integer >= 0."""
     value = _number(text, int)
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+MAX_STEPS = 10_000_000
+
+
+def steps(text):
+    """A number of optimizer steps: an integer from 1 to ``MAX_STEPS``, in digits or as a whole
+    number in e-notation (``1e4``). A run keeps three numbers a step, in memory and in every
+    checkpoint (64 bytes as JSON: 640 MB at the bound), and ten million steps of even a tiny
+    model take days on a CPU; a step count past that is a typing mistake, said as one."""
+    try:
+        value = int(text)
+    except ValueError:
+        try:
+            number = float(text)
+        except ValueError:
+            number = math.nan
+        if not (math.isfinite(number) and number.is_integer()):
+            raise argparse.ArgumentTypeError(f"expected a whole number of steps, got {text!r}") from None
+        value = int(number)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    if value > MAX_STEPS:
+        raise argparse.ArgumentTypeError(
+            f"expected at most {MAX_STEPS:,} steps (days of training on a CPU; the run keeps three "
+            f"numbers a step in memory and in every checkpoint), got {text}")
     return value
 
 

@@ -16,7 +16,7 @@ def add_arguments(parser):
                         help="list the examples (or the one named) instead of running them")
     parser.add_argument("--plot", metavar="DIR", default=None,
                         help="also write each example's pictures (PNG) into DIR (needs "
-                             "matplotlib: pip install 'npformer[plot]')")
+                             "matplotlib and a CJK font: npformer's [plot] extra)")
     parser.add_argument("--dir", default=None, help=f"the {FOLDER}/ folder (default: the "
                         "package's copy, else the current directory or a parent)")
 

@@ -61,9 +61,15 @@ def add_arguments(parser):
                         help="largest relative error allowed, a finite number > 0 (default 1e-6)")
 
 
+def _row(text):
+    """A row of the table, written at once: each takes seconds of work, and on a pipe it would
+    otherwise wait in the buffer with the others."""
+    print(text, flush=True)
+
+
 def run(args):
     """Run ``npformer gradcheck``; 1 if any component fails."""
-    worst = run_all(tol=args.tol)
+    worst = run_all(tol=args.tol, out=_row)
     failed = [n for n, e in worst.items() if not e <= args.tol] + missing_cases()
     print(f"{len(worst) - len(failed)} of {len(worst)} components within {args.tol:.0e}"
           if not failed else f"FAILED: {', '.join(failed)}")

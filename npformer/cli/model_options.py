@@ -6,7 +6,7 @@ import numpy as np
 
 from ..checkpoints.budget import available_memory, decoder_parameters
 from ..t10_model import POSITIONS, DecoderConfig
-from .common import UsageError, count, positive_int, positive_number, seed
+from .common import MAX_STEPS, UsageError, non_negative_int, positive_int, positive_number, seed, steps
 
 # name -> the value used when neither the user nor a resumed checkpoint gives one
 MODEL_DEFAULTS = {"arch": "gpt2", "d_model": 64, "layers": 2, "heads": 4, "vocab_size": None,
@@ -39,22 +39,22 @@ def add_model_arguments(parser):
                        help="position table length (default: the longest training sequence)")
 
 
-def add_run_arguments(parser, steps, lr, batch_size, resumable):
+def add_run_arguments(parser, default_steps, lr, batch_size, resumable):
     """--steps, --lr, --batch-size, --seed, --threads, --track, --plot, --no-progress.
 
     With ``resumable`` the defaults are left as None, to tell a flag the user gave
     from one they did not (a resumed run refuses changed settings by name).
     """
     group = parser.add_argument_group("training")
-    group.add_argument("--steps", type=positive_int, default=None if resumable else steps,
-                       help=f"optimizer steps (default {steps})")
+    group.add_argument("--steps", type=steps, default=None if resumable else default_steps,
+                       help=f"optimizer steps, at most {MAX_STEPS:,} (default {default_steps})")
     group.add_argument("--lr", type=positive_number, default=None if resumable else lr,
                        help=f"peak learning rate (default {lr})")
     group.add_argument("--batch-size", type=positive_int, default=None if resumable else batch_size,
                        help=f"sequences per step (default {batch_size})")
     group.add_argument("--seed", type=seed, default=None if resumable else 0,
                        help="seed of the weights and batches, >= 0 (default 0)")
-    group.add_argument("--threads", type=count, default=1,
+    group.add_argument("--threads", type=non_negative_int, default=1,
                        help="cores to compute on, at most the cores there are: the fast track "
                             "splits its work over them, BLAS runs one thread per call (default 1, "
                             "fastest on a shared machine; 0: leave BLAS as configured)")

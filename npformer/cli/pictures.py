@@ -28,8 +28,10 @@ def show_in_terminal(model, tokenizer, prompt):
 
 
 def write_plots(directory, history, pictures):
-    """Write loss.png and one attention_{i}.png per (chars, maps, question); say which is which."""
+    """Write loss.png and one attention_{i}.png per (chars, maps, question); name every file
+    written and what it shows, one line each."""
     paths = plot_all(directory, history, pictures)
-    say("plots: " + paths[0])
+    say(f"wrote {len(paths)} pictures:")
+    say(f"  {paths[0]}: the training loss, step by step")
     for path, (_, _, question) in zip(paths[1:], pictures):
-        say(f"       {path}: attention while reading {question!r}")
+        say(f"  {path}: attention while reading {question!r}")

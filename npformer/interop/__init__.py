@@ -54,7 +54,7 @@ says which were chosen:
 
 ``read_hf_checkpoint`` reads Hugging Face's files; npformer's own training
 checkpoints are read by ``npformer.checkpoints.checkpoint.load_checkpoint``. Reading and
-writing ``.safetensors`` needs the optional extra ``pip install npformer[hf]``;
+writing ``.safetensors`` needs safetensors (``pip install safetensors``, npformer's ``hf`` extra);
 nothing optional is imported until a file is touched.
 """
 from __future__ import annotations

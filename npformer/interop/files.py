@@ -10,7 +10,7 @@ Reading uses ``safetensors.numpy`` except for BF16 tensors (NumPy has no such
 type): their raw bits are widened to float32, exactly. Writing goes through
 ``npformer.core.fileio.atomic_write`` (temporary file, then rename): an interrupted
 write leaves no partial file and no temporary behind. The ``safetensors``
-package is imported only when a file is touched (``pip install 'npformer[hf]'``).
+package is imported only when a file is touched (``pip install safetensors``, npformer's ``hf`` extra).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _safetensors(action):
         import safetensors.numpy
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise ImportError(f"{action} .safetensors needs the 'safetensors' package: "
-                          f"pip install 'npformer[hf]'") from error
+                          f"pip install safetensors (npformer's [hf] extra)") from error
     return safetensors
 
 

@@ -4,7 +4,7 @@ Every picture is computed here with npformer's own functions (the same ones the 
 examples print), then drawn with matplotlib, labelled in the article's Chinese terms with
 the code's names beside them ("因果掩码 causal_mask"). matplotlib is optional: it is
 imported only when a picture is drawn, and a missing one raises ``PlotUnavailable`` whose
-message names ``pip install 'npformer[plot]'``.
+message names the packages to install.
 
     npformer examples 3 --plot DIR      the pictures of worked example 03
     npformer tour --plot DIR            the tiny decoder's per-head maps and its next token

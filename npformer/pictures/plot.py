@@ -23,13 +23,16 @@ import unicodedata
 import numpy as np
 
 SHADES = " .:=#"          # light to dark, one cell wide everywhere
-INSTALL_HINT = "pip install 'npformer[plot]' (or: pip install matplotlib noto-cjk-sans-otc)"
+# The packages themselves, which install wherever npformer came from; the extra's name would
+# ask PyPI for npformer, where a copy installed from its folder is not. The plot extra's
+# packages (pyproject.toml).
+INSTALL_HINT = "pip install matplotlib noto-cjk-sans-otc==0.0.1 (npformer's [plot] extra)"
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
              "WenQuanYi Micro Hei", "SimHei", "Microsoft YaHei", "PingFang SC", "Heiti SC",
              "AR PL UMing CN", "Droid Sans Fallback")
 
 
-CJK_HINT = ("pip install 'npformer[plot]' (it brings Noto Sans CJK), or a CJK font for the whole "
+CJK_HINT = ("pip install noto-cjk-sans-otc==0.0.1 (Noto Sans CJK, in npformer's [plot] extra), or a CJK font for the whole "
             "system (e.g. apt install fonts-noto-cjk)")
 
 

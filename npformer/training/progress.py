@@ -1,12 +1,27 @@
-"""The progress bar a training run draws on stderr (tqdm), or nothing when disabled."""
+"""The progress bar a training run draws on stderr (tqdm), or nothing when disabled.
+
+The bar is drawn only on a terminal: on a pipe or in a file (``npformer train 2>&1 | tee
+log``) its redrawn lines would sit between the report's, so there the report is all."""
 from __future__ import annotations
+
+import sys
+
+
+def on_a_terminal(stream):
+    """True when ``stream`` is a terminal (not a pipe, a file or a test's capture)."""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):       # no isatty, or closed
+        return False
 
 
 class Progress:
-    """A tqdm bar on stderr (or nothing when disabled): steps, loss, tokens per second."""
+    """A tqdm bar on stderr (or nothing when disabled, or when stderr is no terminal): steps,
+    loss, tokens per second."""
 
     def __init__(self, total, initial, enabled):
-        self.total, self.initial, self.enabled = total, initial, enabled
+        self.total, self.initial = total, initial
+        self.enabled = enabled and on_a_terminal(sys.stderr)
         self.bar = None
 
     @property

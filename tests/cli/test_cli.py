@@ -76,7 +76,8 @@ def test_checkpoint_directory_that_does_not_exist(capsys, tmp_path):
 
 def test_plot_without_matplotlib_says_how_to_install(capsys, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)       # import matplotlib -> ImportError
-    _assert_usage_error(capsys, ["demo", "--plot", str(tmp_path)], r"pip install .*npformer\[plot\]")
+    _assert_usage_error(capsys, ["demo", "--plot", str(tmp_path)],
+                        r"pip install matplotlib noto-cjk-sans-otc==0\.0\.1 \(npformer's \[plot\] extra\)$")
 
 
 def test_train_generate_round_trip_and_prompt_errors(capsys, tmp_path, text_file):
@@ -230,3 +231,44 @@ def test_demo_in_english_answers_heldout_questions(capsys, tmp_path):
     assert "headset is faulty. who pays return post? -> seller pays" in out
     assert "headset not wanted. who pays return post? -> buyer pays" in out
     assert "shoes here 12 days. free return? -> no, past 7 days" in out
+
+
+def test_on_a_pipe_the_output_is_the_report_alone_without_a_progress_bar(tmp_path):
+    """stdout and stderr both piped (as in `npformer train 2>&1 | tee log`): no bar's redrawn
+    lines between the report's, whatever the progress setting."""
+    ran = subprocess.run(CLI + ["train", "--data", "reverse", "--steps", "12", "--eval-every", "4", "--out",
+                                str(tmp_path / "run"), "--d-model", "16", "--layers", "1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout
+    assert "\r" not in ran.stdout and "training:" not in ran.stdout and "step/s" not in ran.stdout
+    lines = ran.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines if line.startswith("step ")] == ["step 4", "step 8"]
+    assert lines[0].startswith("track: ") and any(line.startswith("trained 12 steps") for line in lines)
+
+
+def test_a_run_short_of_its_task_says_so_and_what_to_try(capsys, tmp_path):
+    code, out, _ = _run(capsys, "train", "--data", "add", "--steps", "10", "--out", str(tmp_path / "run"), *FAST)
+    assert code == 0
+    reported = float(re.search(r"heldout_accuracy ([\d.e-]+);", out).group(1))
+    line = next(line for line in out.splitlines() if line.startswith("the run has not learned"))
+    assert line == (f"the run has not learned add yet: {reported:.1%} of its held-out prompts answered exactly "
+                    f"(a model that has learned it answers 99% or more); try more steps, --steps 3000 in a new "
+                    f"--out or with --force (every --arch and --positions reached 100% on add and reverse in "
+                    f"3000 steps)")
+
+
+def test_a_run_that_learned_its_task_or_has_none_gets_no_such_line():
+    from npformer.cli.train import short_of_the_task
+    assert short_of_the_task("reverse", 1.0, 1000) is None and short_of_the_task("add", 0.99, 1000) is None
+    assert short_of_the_task("text", None, 1000) is None
+    assert "--steps 9000" in short_of_the_task("add", 0.5, 3000)
+
+
+@pytest.mark.full          # 1000 steps of the default model: about a minute
+def test_gpt2_with_rope_on_add_at_the_defaults_says_it_fell_short(capsys, tmp_path):
+    """Measured at seed 0: 12.6% held out at the default 1000 steps (100% at 3000)."""
+    code, out, _ = _run(capsys, "train", "--data", "add", "--positions", "rope", "--no-progress",
+                        "--out", str(tmp_path / "run"))
+    assert code == 0
+    accuracy = float(re.search(r"heldout_accuracy ([\d.e-]+);", out).group(1))
+    assert accuracy < 0.99 and "the run has not learned add yet" in out

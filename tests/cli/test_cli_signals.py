@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -139,9 +140,14 @@ def test_kill_9_at_random_moments_always_leaves_a_whole_checkpoint(tmp_path):
 
 
 # -- a closed pipe and Ctrl-C, for the commands that are not training --------------------------
+# The environment a user's shell gives: output to a pipe is buffered (a PYTHONUNBUFFERED set where
+# the tests run would hide what a buffer does to a closed pipe and to the first line's arrival).
+USERS_ENVIRONMENT = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+
+
 @pytest.mark.parametrize("command", [["tour"], ["examples", "--list"], ["gradcheck", "--tol", "1e-6"]])
 def test_a_closed_pipe_ends_quietly(command):
-    proc = subprocess.Popen(CLI + command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(CLI + command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=USERS_ENVIRONMENT)
     proc.stdout.close()                                  # the reader has gone, like `| head -0`
     err = proc.stderr.read().decode()
     proc.wait(timeout=120)
@@ -152,7 +158,7 @@ def test_a_closed_pipe_ends_quietly(command):
 def test_ctrl_c_ends_quietly(command):
     # a shell's background job starts with SIGINT ignored, and Python then keeps it ignored
     proc = subprocess.Popen(CLI + command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            env=USERS_ENVIRONMENT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     proc.stdout.readline()                               # it has started working
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
@@ -160,8 +166,40 @@ def test_ctrl_c_ends_quietly(command):
     assert err.strip() == f"npformer {command[0]}: interrupted"
 
 
+# The console script's entry, run as the script runs it (the checkout first on sys.path). It says
+# "started" when npformer begins to be imported, inside program(): a Ctrl-C before that lands in
+# Python's own start-up or in the script's two lines, which are not npformer's to guard.
+ENTRY = [sys.executable, "-c", """import sys
+class Announce:
+    def find_spec(self, name, path=None, target=None):
+        if name == "npformer":
+            print("started", file=sys.stderr, flush=True)
+sys.meta_path.insert(0, Announce())
+from npformer_command import program
+sys.exit(program())"""]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_ctrl_c_while_the_command_is_still_being_imported_ends_quietly():
+    """Importing npformer takes a second or more; a Ctrl-C then used to end in a traceback.
+    Signals are sent at growing moments until one lands before the command printed anything."""
+    landed_early = False
+    for after in (0.0, 0.1, 0.3):
+        proc = subprocess.Popen(ENTRY + ["gradcheck"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=USERS_ENVIRONMENT,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        assert proc.stderr.readline() == "started\n"
+        time.sleep(after)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and err == "npformer gradcheck: interrupted\n", err
+        landed_early |= out == ""
+    assert landed_early
+
+
 def test_sigterm_ends_any_command_quietly():
-    proc = subprocess.Popen(CLI + ["gradcheck"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(CLI + ["gradcheck"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=USERS_ENVIRONMENT)
     proc.stdout.readline()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)

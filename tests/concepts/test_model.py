@@ -110,6 +110,17 @@ def test_bad_configs(bad, error, message):
         DecoderConfig(**bad)
 
 
+def test_a_model_too_big_for_the_memory_is_refused_before_a_layer_is_built():
+    """A billion layers used to be built one by one for hours; the count comes first."""
+    import time
+    began = time.perf_counter()
+    with pytest.raises(ValueError, match=r"^config: vocab_size=50, d_model=8, n_layers=1000000000 describe a "
+                                         r"model of [\d,]+ parameters needing about [\d.,]+ TiB of memory "
+                                         r"to build \(its weights and their gradients\), but [\d.,]+ \w+ are free$"):
+        DecoderLM(DecoderConfig(n_layers=10 ** 9))
+    assert time.perf_counter() - began < 5
+
+
 def test_bad_ids():
     model = DecoderLM()
     with pytest.raises(ValueError, match=r"ids: expected ids in \[0, 50\) \(vocabulary size 50\), got 50"):

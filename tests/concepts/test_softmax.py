@@ -54,6 +54,20 @@ def test_fully_masked_row_gradient_is_zero_not_nan():
     assert np.isfinite(dx).all() and (dx[0] == 0).all() and (dx[1, 1] == 0)
 
 
+@pytest.mark.parametrize("track", ["plain", "fast"])
+def test_a_nan_score_makes_its_whole_row_nan_and_leaves_the_others(track):
+    """No weight of a row is known when one of its scores is NaN (documented); a masked NaN
+    is never read, and another row is untouched."""
+    import npformer
+    x = np.array([[np.nan, 1.0, 0.0], [2.0, 1.0, 0.0], [np.nan, 1.0, 0.0]])
+    mask = np.array([[True] * 3, [True] * 3, [False, True, True]])
+    with npformer.track(track), np.errstate(invalid="ignore"):
+        y = softmax(x, mask=mask)
+    assert np.isnan(y[0]).all()
+    np.testing.assert_allclose(y[1], [0.665, 0.245, 0.090], atol=5e-4)
+    np.testing.assert_allclose(y[2], [0.0, 0.731, 0.269], atol=5e-4)
+
+
 def test_tutorial_values():
     # logits [2, 1, 0] -> about [0.665, 0.245, 0.090]; scores [0.707, 0] -> [0.670, 0.330]
     np.testing.assert_allclose(softmax(np.array([2.0, 1.0, 0.0])), [0.665, 0.245, 0.090], atol=5e-4)

@@ -209,7 +209,10 @@ def test_the_docker_recipe_installs_what_setup_sh_does_and_runs_without_network(
     recipe = ROOT / "npformer" / "exercises" / "gradescope"
     dockerfile = (recipe / "Dockerfile").read_text()
     setup = (recipe / "setup.sh").read_text()
-    tomllib = pytest.importorskip("tomllib")
+    try:
+        import tomllib
+    except ModuleNotFoundError:      # Python 3.10: the test extra brings tomli, the same parser
+        import tomli as tomllib
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     needed = project["dependencies"] + project["optional-dependencies"]["verify"]
     assert _pip_packages(setup) == sorted(needed), _pip_packages(setup)      # all npformer imports

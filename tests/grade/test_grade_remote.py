@@ -93,7 +93,9 @@ def _deep(depth, tagged=False):
 @pytest.mark.parametrize("data, says", [
     (channel._LENGTH.pack(channel.MAX_MESSAGE + 1), "past the limit"),     # no 64 MiB read
     (channel._LENGTH.pack(100) + b"short", "cut short"),
-    (channel._LENGTH.pack(len(_deep(5000))) + _deep(5000), "not JSON the grader reads"),
+    # Python 3.13's json reads 5000 nested lists (its scanner no longer recurses); the channel
+    # then refuses the untagged value they make
+    (channel._LENGTH.pack(len(_deep(5000))) + _deep(5000), "not JSON the grader reads|not tagged"),
     (channel._LENGTH.pack(len(_deep(40, True))) + _deep(40, True), "nested too deeply"),
     (channel._LENGTH.pack(12) + channel._LENGTH.pack(4) + b"null", "")])
 def test_a_message_not_ours_is_refused_before_it_is_read_whole(data, says):

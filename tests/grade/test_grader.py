@@ -90,7 +90,7 @@ def _parts():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("exercise, part", _parts())
+@pytest.mark.parametrize("exercise, part", list(_parts()))
 def test_every_catalogued_mistake_is_named_as_itself(exercise, part, fewer_draws):
     mistakes = [m for m in CATALOGUE if exercise_of(m.function).name == exercise]
     assert mistakes, f"no catalogued mistake for {exercise}"

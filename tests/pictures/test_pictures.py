@@ -15,7 +15,7 @@ from npformer.cli import main
 from npformer.pictures import PICTURES          # imports no matplotlib: drawing does
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-NEEDS_PLOT = "the pictures need the plot extra: pip install 'npformer[plot]'"
+NEEDS_PLOT = "the pictures need the plot extra: pip install '.[plot]'"
 
 
 def _check_png(path):
@@ -88,7 +88,7 @@ def test_plot_without_matplotlib_is_one_line_naming_the_extra(argv, tmp_path, ca
     monkeypatch.setitem(sys.modules, "matplotlib", None)          # import matplotlib -> ImportError
     assert main([*argv, "--plot", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "pip install 'npformer[plot]'" in err
+    assert len(err.splitlines()) == 1 and "pip install matplotlib noto-cjk-sans-otc==0.0.1" in err
 
 
 def test_importing_npformer_does_not_import_matplotlib():

@@ -81,9 +81,9 @@ def test_section_pictures_without_a_cjk_font_are_one_line_naming_how_to_get_one(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert err[0] == (f"npformer {argv[0]}: error: --plot: no font with Chinese characters found, "
-                      f"and the pictures are labelled in Chinese: pip install 'npformer[plot]' (it "
-                      f"brings Noto Sans CJK), or a CJK font for the whole system (e.g. apt install "
-                      f"fonts-noto-cjk)")
+                      f"and the pictures are labelled in Chinese: pip install noto-cjk-sans-otc==0.0.1 "
+                      f"(Noto Sans CJK, in npformer's [plot] extra), or a CJK font for the whole system "
+                      f"(e.g. apt install fonts-noto-cjk)")
     assert not (tmp_path / "pictures").exists()
 
 

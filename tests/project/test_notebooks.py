@@ -21,7 +21,7 @@ def test_notebook_runs_from_scratch(path):
     nbclient = pytest.importorskip("nbclient", reason="running the notebooks needs nbclient and "
                                    "ipykernel (the test extra)")
     pytest.importorskip("ipykernel", reason="running the notebooks needs a Python kernel: ipykernel")
-    pytest.importorskip("matplotlib", reason="the notebooks draw the pictures: pip install 'npformer[plot]'")
+    pytest.importorskip("matplotlib", reason="the notebooks draw the pictures: pip install '.[plot]'")
     notebook = nbformat.read(path, as_version=4)
     code_cells = [cell for cell in notebook.cells if cell.cell_type == "code"]
     stored = sum(bool(cell.outputs) for cell in code_cells)

@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 
 import npformer
+from support.venvs import fresh_venv
 
-tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11")
+try:
+    import tomllib
+except ModuleNotFoundError:          # Python 3.10: the test extra brings tomli, the same parser
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -75,7 +79,7 @@ def test_what_needs_hypothesis_says_so_in_one_line_naming_the_extra(tmp_path, co
         from npformer.exercises.workspace import write_workspace
         write_workspace(str(tmp_path / "workspace"), solutions=True)
     run = _without_hypothesis(tmp_path, *command)
-    assert run.returncode == 1
+    assert run.returncode == (2 if "-m" in command else 1)      # a command: 2, as for bad input
     said = run.stderr.strip().splitlines()
     expected = (f"{what} needs hypothesis (npformer's [verify] extra), which is not installed: "
                 f"pip install 'hypothesis>=6'")
@@ -91,54 +95,70 @@ def test_the_version_is_written_once():
     assert sources == [REPO / "npformer" / "__init__.py"], sources
 
 
-@pytest.mark.full
-def test_the_wheel_installs_in_a_fresh_venv_and_runs_from_elsewhere(tmp_path):
+def test_no_typing_is_claimed_that_the_code_does_not_hold():
+    """Few public functions are annotated, and no type checker runs: neither py.typed nor the
+    "Typing :: Typed" classifier may say otherwise."""
+    assert not (REPO / "npformer" / "py.typed").exists()
+    assert not any(c.startswith("Typing ::") for c in _project()["classifiers"])
+
+
+def _wheel(tmp_path):
+    """A wheel built from the tree: (its path, its file names with their modes, its metadata)."""
     dist = tmp_path / "dist"
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(dist),
                             str(REPO)], capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = dist.glob("npformer-*.whl")
-    assert wheel.name.startswith(f"npformer-{npformer.__version__}-py3-none-any")
     with zipfile.ZipFile(wheel) as archive:
-        names = set(archive.namelist())
-        info = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
+        info = next(n for n in modes if n.endswith(".dist-info/METADATA"))
         metadata = Parser().parsestr(archive.read(info).decode("utf-8"))
-    assert "npformer/py.typed" in names
-    assert "npformer/specs/t02_linear.json" in names     # the catalogue of mistakes
-    assert "npformer/worked_examples/02_attention_by_hand.py" in names or any(
-        n.startswith("npformer/worked_examples/02_") for n in names)
-    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
-    assert metadata["License-Expression"] == "MIT" and metadata["License-File"] == "LICENSE"
+    return wheel, modes, metadata
+
+
+@pytest.mark.full
+def test_the_wheel_installs_in_a_fresh_venv_and_runs_from_elsewhere(tmp_path):
+    wheel, modes, metadata = _wheel(tmp_path)
+    assert wheel.name.startswith(f"npformer-{npformer.__version__}-py3-none-any")
+    assert "npformer/specs/t02_linear.json" in modes     # the catalogue of mistakes
+    assert "npformer_command.py" in modes                # the console script's entry
+    assert any(n.startswith("npformer/worked_examples/02_") for n in modes)
+    # the Gradescope recipe, its two scripts executable
+    for name, executable in (("setup.sh", True), ("run_autograder", True), ("Dockerfile", False)):
+        mode = modes[f"npformer/exercises/gradescope/{name}"]
+        assert bool(mode & 0o111) == executable, (name, oct(mode))
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in modes)
+    assert metadata["License"] == "MIT" and metadata["License-File"] == "LICENSE"
     assert metadata["Version"] == npformer.__version__
-    assert "Typing :: Typed" in metadata.get_all("Classifier")
     requires = metadata.get_all("Requires-Dist")
     assert "hypothesis>=6; extra == \"verify\"" in requires
     assert not any(r.startswith("hypothesis") and "extra" not in r for r in requires), requires
     assert {"verify", "test", "hf", "plot", "crosscheck"} <= set(metadata.get_all("Provides-Extra"))
 
-    # A fresh environment outside the tree; numpy, scipy ... come from this one (no download).
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
-    bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
-    python = bin_dir / "python"
-    installed = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--ignore-installed",
-                                str(wheel)], capture_output=True, text=True, timeout=300)
+    venv, python = fresh_venv(tmp_path)
+    # --ignore-installed: this environment's npformer, which the venv sees too, is not the wheel
+    installed = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                                "--ignore-installed", str(wheel)], capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stderr[-2000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    imported = subprocess.run([str(python), "-c", "import npformer, sys; print(npformer.__version__); "
-                               "print(npformer.__file__)"], capture_output=True, text=True, cwd=elsewhere,
-                              env=env, timeout=120)
-    assert imported.returncode == 0, imported.stderr
-    version, where = imported.stdout.split()
+
+    def run(*argv):
+        ran = subprocess.run([str(a) for a in argv], capture_output=True, text=True, cwd=elsewhere, env=env,
+                             timeout=300)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        return ran.stdout
+
+    version, where, recipe = run(python, "-c", "import npformer, sys, importlib.resources as r; "
+                                 "print(npformer.__version__); print(npformer.__file__); "
+                                 "print(r.files('npformer.exercises') / 'gradescope')").split()
     assert version == npformer.__version__ and where.startswith(str(venv)), where
-    ran = subprocess.run([str(bin_dir / "npformer"), "examples", "02"], capture_output=True, text=True,
-                         cwd=elsewhere, env=env, timeout=300)
-    assert ran.returncode == 0 and "[1.340, 1.321]" in ran.stdout, ran.stderr[-2000:]
-    shown = subprocess.run([str(bin_dir / "npformer"), "--version"], capture_output=True, text=True,
-                           cwd=elsewhere, env=env, timeout=120)
-    assert shown.stdout.strip() == f"npformer {npformer.__version__}"
+    assert os.access(os.path.join(recipe, "run_autograder"), os.X_OK), recipe
+    bin_dir = python.parent
+    assert "[1.340, 1.321]" in run(bin_dir / "npformer", "examples", "02")
+    assert run(bin_dir / "npformer", "--version").strip() == f"npformer {npformer.__version__}"
+    assert "\nLicense: MIT\n" in run(python, "-m", "pip", "show", "npformer")
 
 
 def test_the_changelog_has_an_unreleased_section_and_an_entry_for_this_version():
@@ -148,3 +168,16 @@ def test_the_changelog_has_an_unreleased_section_and_an_entry_for_this_version()
     assert any(h.startswith(f"## [{npformer.__version__}] - ") for h in headings), headings
     citation = (REPO / "CITATION.cff").read_text(encoding="utf-8")
     assert citation.startswith("cff-version: 1.2.0\n") and "\nlicense: MIT\n" in citation
+
+
+def test_the_install_hints_name_the_extras_own_packages_not_npformer_on_pypi():
+    """A copy installed from its folder is not on PyPI: "pip install 'npformer[plot]'" would fail
+    there; the packages themselves install wherever npformer came from."""
+    from npformer.pictures.plot import CJK_HINT, INSTALL_HINT
+    from npformer.testing.needs import INSTALL as VERIFY_INSTALL
+    extras = _project()["optional-dependencies"]
+    assert INSTALL_HINT.startswith(f"pip install {' '.join(extras['plot'])} ")
+    assert f"pip install {extras['plot'][1]} " in CJK_HINT
+    assert VERIFY_INSTALL == f"pip install '{extras['verify'][0]}'"
+    sources = [p for p in REPO.glob("npformer/**/*.py") if "npformer[" in p.read_text(encoding="utf-8")]
+    assert sources == []

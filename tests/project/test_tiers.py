@@ -5,7 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+try:
+    import tomllib
+except ModuleNotFoundError:          # Python 3.10: the test extra brings tomli, the same parser
+    import tomli as tomllib
 
 from support import crosscheck_packages
 from support.crosscheck_packages import INSTALL as CROSSCHECK_INSTALL
@@ -32,18 +35,42 @@ def test_the_crosscheck_tier_without_its_packages_fails_naming_the_install_comma
 def test_the_docs_and_ci_install_what_the_tier_asks_for():
     readme = (REPO / "docs" / "training-and-files.md").read_text(encoding="utf-8")
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
-    tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11")
     with open(REPO / "pyproject.toml", "rb") as f:
         extras = tomllib.load(f)["project"]["optional-dependencies"]
     assert f"needs `{crosscheck_packages.PACKAGES}`" in readme
-    assert CROSSCHECK_INSTALL in ci.splitlines()
+    assert f"step \"{CROSSCHECK_INSTALL}\"" in ci.splitlines()
     assert extras["crosscheck"] == list(crosscheck_packages.EXTRA)
 
 
-def test_ci_runs_the_readme_command_and_the_full_tier():
-    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
-    assert "pip install '.[test]' && python -m pytest -q -n auto" in ci
-    assert any(line.startswith("python -m pytest -q -n auto -m full") for line in ci), ci
+def readme_commands():
+    """The quick start's commands: the lines of the first bash block of README.md."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_ci_runs_the_readme_commands_in_a_fresh_venv_then_the_other_tiers():
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    steps = [line.split('"', 1)[1].rsplit('"', 1)[0] for line in ci.splitlines() if line.startswith("step ")]
+    assert readme_commands() == ["pip install . && npformer demo",
+                                 "pip install '.[test]' && python -m pytest -q -n auto"]
+    assert steps[:2] == readme_commands(), steps
+    assert steps[2].startswith("python -m pytest -q -n auto -m full"), steps
+    assert steps[3] == CROSSCHECK_INSTALL and steps[4].endswith("python -m pytest -q -m crosscheck"), steps
+    # the venv is made (and entered) before the first step, from the system's python3
+    made = ci.index('"${PYTHON:-python3}" -m venv "$scratch/venv"')
+    assert made < ci.index('source "$scratch/venv/bin/activate"') < ci.index("\nstep ")
+
+
+def test_ci_fails_when_a_step_fails_and_still_runs_the_steps_after_it(tmp_path):
+    """.ci/run's step function, run with a failing and a passing command: exit 1, both ran."""
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    begin, end = ci.index("failed=()"), ci.index('step "')
+    ending = ci[ci.index("if ((${#failed[@]}))"):]
+    script = "set -uo pipefail\n" + ci[begin:end] + 'step "false"\nstep "echo second"\n' + ending
+    ran = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert "== FAILED after" in ran.stdout and "second\n== passed" in ran.stdout and "failed: false" in ran.stdout
 
 
 def test_the_main_suite_names_each_skips_reason_and_the_tier_it_left_out(tmp_path):

@@ -33,14 +33,13 @@ def cases_of(concept):
 
 
 def gradient_checks(concept):
-    """pytest parameters (case, size, track) for every case of ``concept``; a whole model's
-    combinations outside the default sample are marked ``full``."""
-    for name in cases_of(concept):
-        for size in SIZES:
-            for track in TRACKS:
-                full = name in WHOLE_MODELS and (name, size, track) not in SAMPLED
-                yield pytest.param(name, size, track, id=f"{name}-{size}-{track}",
-                                   marks=[pytest.mark.full] if full else [])
+    """pytest parameters (case, size, track) for every case of ``concept``, as a list (pytest
+    deprecates other iterables); a whole model's combinations outside the default sample are
+    marked ``full``."""
+    return [pytest.param(name, size, track, id=f"{name}-{size}-{track}",
+                         marks=[pytest.mark.full] if name in WHOLE_MODELS and (name, size, track) not in SAMPLED
+                         else [])
+            for name in cases_of(concept) for size in SIZES for track in TRACKS]
 
 
 def check_gradients(name, size, track):

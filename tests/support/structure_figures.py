@@ -5,7 +5,8 @@
 "Speed idioms" are the tricks the plain track leaves to ``npformer/fast/``: an ``out=``
 argument, ``np.copyto``, and in-place ``*=``, ``/=``, ``-=`` (except a parameter update,
 ``p.data -= ...``; ``+=`` is accumulation, the protocol, and is not counted).
-tests/project/test_structure.py asserts the limits on these figures.
+tests/project/test_structure.py asserts the limits on these figures (the function lengths and
+the idioms; a file's length is shown, not capped).
 """
 from __future__ import annotations
 

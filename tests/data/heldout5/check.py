@@ -2,7 +2,7 @@
 
     python tests/data/heldout5/check.py [-v] [ID ...]
 
-What it checks, entry by entry, is in ``tests/data/heldout_harness.py``. This set's rules on
+What it checks, entry by entry, is in ``tests/support/heldout_harness.py``. This set's rules on
 the whole: at least 170 mistakes, at least 8 for every exercise with bodies to write, about
 two thirds of them backward (between 60% and 75%); the scenarios are set 3's, unchanged,
 and every mistake of this set shows in them.
@@ -12,7 +12,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "support"))
 
 from heldout_harness import main  # noqa: E402
 

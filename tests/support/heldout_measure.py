@@ -2,7 +2,7 @@
 correct rewrite judged as ``npformer grade`` judges it (the grader's own number of drawn
 inputs, not the suite's fewer), then counted.
 
-    python tests/data/heldout_measure.py [--jobs 2] [--sets heldout5,...] [--out FILE.json]
+    python tests/support/heldout_measure.py [--jobs 2] [--sets heldout5,...] [--out FILE.json]
 
 For each set it prints how many mistakes were graded done (wrong code passed), named (a
 catalogued mistake named) and shown only (failing, with the failing tensor and smallest
@@ -24,7 +24,7 @@ import textwrap
 import time
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent
+DATA = Path(__file__).resolve().parents[1] / "data"      # the held-out sets
 SETS = ("heldout", "heldout2", "heldout3", "heldout4", "heldout5")
 _KEY = None
 

@@ -1,7 +1,7 @@
 """How long the grader's reports are: every entry of the held-out sets judged as
 ``npformer grade`` judges it, its report formatted as a learner reads it, then measured.
 
-    python tests/data/report_lengths.py [--sets heldout5,...] [--jobs 1] [--out FILE.json]
+    python tests/support/report_lengths.py [--sets heldout5,...] [--jobs 1] [--out FILE.json]
 
 Prints the longest reports (lines and bytes) and the distribution; ``--out`` keeps every
 entry's line and byte count. A report is one exercise's text (``report.format_outcome``).
