@@ -16,7 +16,7 @@ def backward(self, d_out, cache, d_aux=None, d_mean_probs=None):
         d_x[call.rows] += expert.backward(w * d_y[call.rows], call.expert)
         d_w[call.rows, call.slots] = (d_y[call.rows] * call.out).sum(-1)
     w = cache.weights
-    jac = (np.eye(k)[None] - w[:, None, :]) / cache.kept_total[:, :, None]     # d w_s / d kept_j = (delta_sj - w_s) / total
+    jac = (np.eye(k)[None] - w[:, :, None]) / cache.kept_total[:, :, None]     # d w_s / d kept_j = (delta_sj - w_s) / total
     d_kept = np.einsum("ts,tsj->tj", d_w, jac)
     d_probs = np.zeros_like(cache.probs)
     rows = np.arange(T)[:, None]
