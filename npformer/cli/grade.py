@@ -18,7 +18,7 @@ import sys
 
 from ..exercises import grade
 from ..exercises.grader import DEFAULT_TIMEOUT
-from ..exercises.sandbox import GIB, Limits, detect, private
+from ..exercises.walls.bubblewrap import GIB, Limits, detect, private
 from .common import UsageError, check_input_file, check_output_dir
 
 # A course file lists exercises, points and a few hashes: kilobytes. More is not one.

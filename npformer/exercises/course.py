@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .. import __version__
 from ..core.fileio import write_json
 from . import catalog
-from .workspace import MARKER
+from .workspace import MARKER, WorkspaceError, read_regular
 
 KIND = "npformer course"
 FORMAT = 1
@@ -31,11 +31,12 @@ class CourseError(ValueError):
 
 
 def sha256(path):
-    """The SHA-256 of a file's bytes, or None when it is missing (or not a regular file)."""
-    if os.path.islink(path) or not os.path.isfile(path):
+    """The SHA-256 of a file's bytes, or None when it is missing, not a regular file or larger
+    than a workspace's files may be (``workspace.read_regular``)."""
+    try:
+        return hashlib.sha256(read_regular(path)).hexdigest()
+    except (OSError, WorkspaceError):
         return None
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 @dataclass(frozen=True)

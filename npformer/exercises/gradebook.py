@@ -19,11 +19,13 @@ Grading other people's code needs walls: without bubblewrap, ``grade_class`` ref
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import multiprocessing
 import os
 import sys
 import time
+import urllib.parse
 import xml.etree.ElementTree as ET
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -32,8 +34,8 @@ from ..core.fileio import atomic_write, write_json
 from .grader import DEFAULT_TIMEOUT, grade
 from .grading_build import shared_build
 from .report import format_outcome
-from .safe_text import csv_cell, shown
-from .sandbox import detect
+from .safe_text import csv_cell, one_line, shown
+from .walls.bubblewrap import detect
 from .workspace import MARKER, WorkspaceError
 
 CSV_FIELDS = ("submission", "exercise", "status", "why", "checks_passed", "checks", "points", "max_points",
@@ -85,21 +87,23 @@ def grade_submission(name, directory, course, timeout=DEFAULT_TIMEOUT, limits=No
     try:
         outcomes = grade(directory, (), timeout, printed.append, say=lambda text: None, limits=limits,
                          course=course, build=build, isolation=isolation)
-    except (WorkspaceError, OSError) as error:
-        reason = str(error).split(": ", 1)[-1]
+    except (WorkspaceError, OSError) as error:           # the submission's folder cannot be graded
+        reason = one_line(str(error).split(": ", 1)[-1])
         outcomes = []
-        rows = [{"exercise": e.name, "label": e.label, "status": "not graded", "why": shown(reason)[:200],
+        rows = [{"exercise": e.name, "label": e.label, "status": "not graded", "why": reason[:200],
                  "checks_passed": 0, "checks": 0, "points": 0.0, "max_points": course.points[e.name],
-                 "isolation": walls, "report": shown(reason)} for e in course.exercises]
+                 "isolation": walls, "report": reason} for e in course.exercises]
+    except Exception as error:                # noqa: BLE001 - npformer's failure: this row, not the class
+        return _not_graded(name, course, one_line(f"{type(error).__name__}: {error}")[:200])
     for o in outcomes:
         rows.append({"exercise": o.exercise.name, "label": o.exercise.label, "status": o.status,
-                     "why": shown(_why(o)), "checks_passed": o.passed, "checks": o.total,
+                     "why": one_line(_why(o)), "checks_passed": o.passed, "checks": o.total,
                      "points": course.points[o.exercise.name] if o.done else 0.0,
                      "max_points": course.points[o.exercise.name], "isolation": walls,
-                     "report": shown(format_outcome(o)), "detail": [shown(line) for line in o.lines]})
+                     "report": shown(format_outcome(o)), "detail": [one_line(line) for line in o.lines]})
     notes = [line[len("note: "):] for line in printed if isinstance(line, str) and line.startswith("note: ")]
-    return {"submission": shown(name), "score": sum(r["points"] for r in rows), "max_score": course.total,
-            "notes": notes, "isolation": walls, "seconds": round(time.monotonic() - began, 1), "exercises": rows}
+    return {"submission": one_line(name), "file": _file_name(name), "score": sum(r["points"] for r in rows),
+            "max_score": course.total, "notes": notes, "isolation": walls, "seconds": round(time.monotonic() - began, 1), "exercises": rows}
 
 
 def _not_graded(name, course, why):
@@ -107,7 +111,8 @@ def _not_graded(name, course, why):
              "checks": 0, "points": 0.0, "max_points": course.points[e.name], "isolation": "",
              "report": f"the grader itself failed on this submission ({why}): grade it again"}
             for e in course.exercises]
-    return {"submission": shown(name), "score": 0.0, "max_score": course.total, "notes": [], "isolation": "",
+    return {"submission": one_line(name), "file": _file_name(name), "score": 0.0, "max_score": course.total,
+            "notes": [], "isolation": "",
             "seconds": 0.0, "exercises": rows}
 
 
@@ -175,10 +180,10 @@ def write_gradebook(books, out_dir, gradescope=False, junit=False):
             writer.writerow({k: csv_cell(v) for k, v in {"submission": book["submission"], **row}.items()})
     atomic_write(os.path.join(out_dir, "gradebook.csv"), lambda f: f.write(text.getvalue()), mode="w")
     for book in books:
-        write_json(os.path.join(out_dir, "submissions", _file_name(book["submission"]) + ".json"), book)
+        write_json(os.path.join(out_dir, "submissions", book["file"] + ".json"), book)
     if gradescope:
         for book in books:
-            folder = os.path.join(out_dir, "gradescope", _file_name(book["submission"]))
+            folder = os.path.join(out_dir, "gradescope", book["file"])
             os.makedirs(folder, exist_ok=True)
             write_json(os.path.join(folder, "results.json"), gradescope_results(book))
         if len(books) == 1:
@@ -189,7 +194,13 @@ def write_gradebook(books, out_dir, gradescope=False, junit=False):
 
 
 def _file_name(name):
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).lstrip(".") or "submission"
+    """The file name of a submission's results: its name percent-encoded (two names never share
+    one; a dot first is encoded too), shortened with a digest of the name when long."""
+    encoded = urllib.parse.quote(name, safe="-_.")
+    encoded = ("%2E" + encoded[1:] if encoded.startswith(".") else encoded) or "%00"
+    if len(encoded) > 120:
+        encoded = encoded[:100] + "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return encoded
 
 
 def gradescope_results(book):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -22,11 +23,11 @@ from .grading_build import shared_build
 from .learner_process import specs_to_judge
 from .report import describe_run, format_outcome, next_step, progress_table
 from .safe_text import shown
-from .sandbox import TIMEOUT as DEFAULT_TIMEOUT
-from .sandbox import Limits, detect
-from .session import Sandbox
+from .walls.bubblewrap import TIMEOUT as DEFAULT_TIMEOUT
+from .walls.bubblewrap import Limits, detect
+from .walls.sandbox import Sandbox
 from .stubs import stub_state
-from .workspace import WorkspaceError, load_workspace
+from .workspace import WorkspaceError, load_workspace, read_regular
 
 SHOW_PROGRESS_AFTER = 3.0        # seconds an exercise runs before the grader says what it is doing
 JUDGE_SHARE, STARTUP = 2.0, 20.0    # the wall limit: this many timeouts, and seconds to spare
@@ -52,50 +53,62 @@ class Outcome:
 
 
 @dataclass
-class Learner:
+class Submission:
     """What the grader reads from a workspace before running anything."""
 
     workspace: object
     broken: dict                          # file name -> "file.py:12: SyntaxError: ..." (or missing)
     states: dict                          # "file.py:qualname" -> "stub" | "written" | "missing"
+    sources: dict                         # file name -> its bytes, as read (what the sandbox sees)
 
 
-def read_learner(workspace):
-    """Compile every file of the workspace; note each exercise function's stub state."""
-    broken, states = {}, {}
+UNREADABLE = (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError, OverflowError)
+
+
+def read_submission(workspace):
+    """Read every file of the workspace (regular files of bounded size only), compile it, note
+    each exercise function's stub state. Nothing of the learner's runs here."""
+    broken, states, sources = {}, {}, {}
     for name in workspace.files:
         wanted = [spec for e in workspace.exercises for spec in e.functions(workspace.forward)
                   if spec.startswith(name + ":")]
         path = workspace.path(name)
-        if os.path.islink(path) or not _inside(path, workspace.directory):
-            broken[name] = (f"{os.path.basename(name)} is a link to {os.path.realpath(path)}, outside the "
-                            f"workspace: refused (keep your own file there)")
-            continue
         try:
-            with open(path, encoding="utf-8") as f:
-                source = f.read()
-            compile(source, workspace.path(name), "exec")
+            data = read_regular(path)
+            source = data.decode("utf-8")
+            compile(source, path, "exec", dont_inherit=True)
             found = stub_state(source, [spec.split(":")[1] for spec in wanted])
             states.update({spec: found[spec.split(":")[1]] for spec in wanted})
+            sources[name] = data
         except FileNotFoundError:
             broken[name] = f"{os.path.basename(name)} is missing from the workspace (copy it from a fresh workspace)"
-        except (SyntaxError, ValueError, UnicodeDecodeError) as error:
+        except WorkspaceError as error:
+            broken[name] = str(error)
+        except UNREADABLE as error:
             line = getattr(error, "lineno", None)
-            broken[name] = f"{os.path.basename(name)}:{line}: {type(error).__name__}: {getattr(error, 'msg', error)}"
-    return Learner(workspace, broken, states)
+            said = getattr(error, "msg", None) or str(error)[:200] or "too deeply nested to read"
+            broken[name] = f"{os.path.basename(name)}:{line}: {type(error).__name__}: {said}"
+    return Submission(workspace, broken, states, sources)
 
 
-def _inside(path, directory):
-    """True when ``path``, links resolved, is inside ``directory``."""
-    real, root = os.path.realpath(path), os.path.realpath(directory)
-    return real.startswith(root + os.sep)
+def copied(submission, directory):
+    """Write the files ``submission`` read into ``directory`` (a new folder), readable by the
+    sandbox's user: what the learner's processes see, never the workspace itself."""
+    os.makedirs(directory, mode=0o755)
+    os.chmod(directory, 0o755)
+    for name, data in submission.sources.items():
+        path = os.path.join(directory, os.path.basename(name))
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, 0o644)
+    return directory
 
 
-def _first_stub(exercise, learner):
+def _first_stub(exercise, submission):
     """ "softmax_backward in t03_softmax.py": the first function of the exercise to write."""
-    forward = learner.workspace.forward
+    forward = submission.workspace.forward
     specs = exercise.functions(forward)
-    todo = [s for s in specs if learner.states.get(s) != "written"] or list(specs)
+    todo = [s for s in specs if submission.states.get(s) != "written"] or list(specs)
     if not todo:
         return ""
     file, qualname = todo[0].split(":")
@@ -136,17 +149,17 @@ def _failing_function(exercise, result):
     return ""
 
 
-def static_outcome(exercise, learner):
+def static_outcome(exercise, submission):
     """The outcome decided without running, or None when the exercise must run."""
-    forward = learner.workspace.forward
+    forward = submission.workspace.forward
     own = exercise.functions(forward)
-    first = _first_stub(exercise, learner)
+    first = _first_stub(exercise, submission)
     for name in exercise.files(forward):
-        if name in learner.broken:
-            return Outcome(exercise, "failing", [learner.broken[name]], first=first)
-    if own and all(learner.states[spec] == "stub" for spec in own):
+        if name in submission.broken:
+            return Outcome(exercise, "failing", [submission.broken[name]], first=first)
+    if own and all(submission.states[spec] == "stub" for spec in own):
         return Outcome(exercise, "not started", first=first)
-    missing = [spec for spec in own if learner.states[spec] == "missing"]
+    missing = [spec for spec in own if submission.states[spec] == "missing"]
     if missing:
         return Outcome(exercise, "failing", [f"{spec.split(':')[1]}: no such function in "
                                              f"{os.path.basename(spec.split(':')[0])} (keep the names "
@@ -235,13 +248,15 @@ def grade(directory, names=(), timeout=DEFAULT_TIMEOUT, out=print, show_output=F
         out(f"note: this workspace was written by npformer {workspace.version}; grading with {__version__}")
     for note in notes:
         out(f"note: {note}")
-    learner = read_learner(workspace)
+    submission = read_submission(workspace)
     needed = _with_prerequisites(selected, workspace)
     outcomes = {}
     substitute = course is not None and course.when_blocked != "no points"
-    with Sandbox(workspace.directory, build or shared_build(), isolation, limits) as sandbox:
+    with tempfile.TemporaryDirectory(prefix="npformer-submission-") as private_folder, \
+            Sandbox(copied(submission, os.path.join(private_folder, "files")), build or shared_build(),
+                    isolation, limits) as sandbox:
         for exercise in needed:
-            outcome = _grade_one(sandbox, learner, exercise, list(outcomes.values()), timeout, show_output,
+            outcome = _grade_one(sandbox, submission, exercise, list(outcomes.values()), timeout, show_output,
                                  say, limits, substitute)
             outcomes[exercise.name] = outcome
             if exercise in selected:
@@ -265,8 +280,8 @@ def _with_prerequisites(selected, workspace):
     return [e for e in workspace.exercises if e.name in names]
 
 
-def _grade_one(sandbox, learner, exercise, before, timeout, show_output, say, limits=None, substitute=False):
-    outcome = static_outcome(exercise, learner)
+def _grade_one(sandbox, submission, exercise, before, timeout, show_output, say, limits=None, substitute=False):
+    outcome = static_outcome(exercise, submission)
     if outcome is not None:
         return outcome
     together, specs, note = bool(exercise.builds_on), None, []
@@ -276,21 +291,21 @@ def _grade_one(sandbox, learner, exercise, before, timeout, show_output, say, li
             return Outcome(exercise, "blocked", [waiting])
         if waiting:                       # the course's choice: npformer's code for the failing ones
             failing = {o.exercise.name for o in before if o.exercise.name in exercise.builds_on and not o.done}
-            workspace = learner.workspace
+            workspace = submission.workspace
             specs = [s for e in workspace.exercises if e.name in set(exercise.builds_on) - failing
                      for s in e.functions(workspace.forward)]
             note = [f"graded with npformer's own code in place of {waiting[len('blocked by '):]}"]
-    ran = run_exercise(sandbox, learner.workspace, exercise, timeout, together, say, limits, specs)
+    ran = run_exercise(sandbox, submission.workspace, exercise, timeout, together, say, limits, specs)
     if ran[1] == "judge failed":        # npformer's failure, not the learner's: said so, not counted
         return Outcome(exercise, "not graded", ["the grader itself failed here, twice (not your code): "
                                                 "grade this exercise again"] + ran[2][:20])
     status, lines = describe_run(exercise, *ran, timeout, show_output)
     lines = note + lines
     first = (_named_function(exercise, ran[0]) or _failing_function(exercise, ran[0])
-             or _first_stub(exercise, learner))
+             or _first_stub(exercise, submission))
     entries = (ran[0]["checks"] + ran[0]["claims"]) if ran[0] else []
     cheated = bool(ran[0] and ran[0].get("refused"))
-    passed = 0 if cheated else sum(bool(e.get("ok")) for e in entries)
+    passed = 0 if cheated else sum(bool(e.get("ok")) and e.get("verified", True) for e in entries)
     named = [e["mistake"]["name"] for e in entries if not e.get("ok") and e.get("mistake")]
     return Outcome(exercise, status, lines, output=ran[2], first=first, passed=passed, total=len(entries),
                    mistake=named[0] if named else "")

@@ -86,6 +86,10 @@ def write_build(directory):
                 f.write("[]\n")
     # compiled once here: the learner's process reads the build from a read-only view
     compileall.compile_dir(target, quiet=1)
+    for folder, _, files in os.walk(directory):        # the sandbox's user reads it, whoever wrote it
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
     return directory
 
 

@@ -13,10 +13,12 @@ their functions patched in, and each request read from the ``requests`` pipe is 
   into (``Subject.result``);
 - ``output`` / ``gradients``: one call of the forward, or of the backward, on given arrays;
 - ``case``: a gradient-check case built from its name, size and seed (``problem.run``);
-- ``claim``: one of the exercise's claims: its facts, for a claim made of two halves, else the
-  arrays of its assertions (``asserted``); ``finish``: the end.
+- ``claim``: one of the exercise's claims: what its ``compute`` half returned, for a claim made
+  of two halves, else every array its assertions were given (``computation.ClaimRun``);
+  ``finish``: the end.
 
 Nothing here decides a verdict: the judge compares what it receives with its own reference.
+The first answer says only whether the learner's files load (and where they fail).
 What the learner's code does besides computing (reading files, starting processes, opening
 sockets) meets the sandbox's walls, not a check of ours.
 """
@@ -30,7 +32,7 @@ import time
 import traceback
 
 from . import catalog, channel
-from .sandbox import SUBMISSION_AT
+from .walls.bubblewrap import SUBMISSION_AT
 
 SHAPE_WORDS = ("matmul", "not aligned", "could not be broadcast", "mismatch in its core dimension")
 
@@ -86,16 +88,14 @@ class _Server:
     def __init__(self, exercise):
         from ..testing.components import find
         from ..specs.example import Example
+        from ..testing.computation import run_claim_program
         from ..testing.problem import run
         from ..testing.subject import Subject, describe_error
         from . import claims
-        from .asserted import recording
-        from .verdict import run_claim
-        self.exercise, self.recording = exercise, recording
+        self.exercise = exercise
         self.Example, self.run, self.describe_error = Example, run, describe_error
-        self.Subject, self.find, self.run_claim = Subject, find, run_claim
-        # the claims' halves as they are before the learner's files run (which may rebind them)
-        self.claims = [(check, getattr(check, "compute", None)) for _, check in claims.of(exercise.name)]
+        self.Subject, self.find, self.run_claim_program = Subject, find, run_claim_program
+        self.claims = [check for _, check in claims.of(exercise.name)]
 
     def error(self, error):
         return channel.error_message(error, self.describe_error(error))
@@ -142,25 +142,17 @@ class _Server:
         return {"outputs": {k: _arrays(v) for k, v in result.outputs.items()},
                 "grads": {k: _arrays(v) for k, v in result.grads.items()},
                 "error": None if result.error is None else self.error(result.error),
-                "upstream": result.upstream, "params": list(result.params),
                 "protocol": None if result.protocol is None else str(result.protocol)}
 
     def claim(self, request):
-        check, compute = self.claims[request["index"]]
-        if compute is not None:                # a claim in two halves: only the facts go back
-            import numpy as np
+        import numpy as np
 
-            import npformer
-            try:
-                with np.errstate(all="ignore"):
-                    return {"computed": compute(npformer)}
-            except Exception as error:        # noqa: BLE001 - the learner's code raised
-                return {"error": self.error(error)}
-        records = []
-        with self.recording(check, records):
-            ok, detail, error = self.run_claim(check, {})
-        return {"ok": bool(ok), "detail": None if detail is None else str(detail)[:2000],
-                "error": None if error is None else self.error(error), "asserted": records}
+        import npformer
+        with np.errstate(all="ignore"):
+            ran = self.run_claim_program(self.claims[request["index"]], npformer)
+        if ran.error is not None:
+            return {"failed": self.error(ran.error)}
+        return {"facts": ran.facts} if ran.facts is not None else {"arrays": ran.arrays}
 
 
 def _replaced(patches):
@@ -271,7 +263,7 @@ def main(requests, replies, stack):
     answers = {"result": server.result, "output": server.output, "gradients": server.gradients,
                "case": server.case, "claim": server.claim}
     directory = setup.get("directory", SUBMISSION_AT)
-    hello = {"ok": True}
+    hello = {"import_failed": None}
     in_place = None                           # held: the patches stay for the life of this process
     try:
         with clock:
@@ -281,11 +273,10 @@ def main(requests, replies, stack):
             in_place.__enter__()
             _rebind(_namespaces(patches), swaps)
     except Exception as error:                # noqa: BLE001 - their file does not even run: say where
-        hello = {"ok": False, "import_failed": describe(error, directory)}
+        hello = {"import_failed": describe(error, directory)}
     channel.send(replies, hello)
-    if hello["ok"]:
+    if hello["import_failed"] is None:
         _serve(requests, replies, answers, clock)
-    channel.send(replies, {"finished": True})
     sys.stdout.flush()
     del in_place
     return 0

@@ -1,47 +1,38 @@
-"""The judge's side of the learner's process: a subject and patches that compute over a pipe.
+"""The judge's side of a learner's process: a computation whose answers come over a pipe.
 
 The judge (``session``) never imports the learner's files. It starts a learner's process
-(``learner_process``, in the submission's sandbox) and holds a ``Learner``:
-``learner.subject(component)`` is a ``Subject`` whose ``result``, ``output`` and ``gradients``
-send the example's arrays to that process and get arrays back, and ``learner.evaluate(build,
-upstream, repeat)`` answers ``problem.evaluate`` for a fixed case it rebuilds from its name, size
-and seed. Everything else of the verdict (drawing and shrinking inputs, npformer's reference,
-comparing, the catalogued mistakes, the properties) runs here, on what came back.
+(``learner_process``, behind the walls) and holds a ``LearnerProxy``, a computation as
+``npformer.testing.computation`` defines one: ``subject(component)``, ``evaluate(build,
+upstream, repeat)`` and ``claim(check)`` send the judge's own inputs to that process and read
+back arrays. Everything else of the verdict (drawing and shrinking inputs, npformer's reference,
+comparing, the catalogued mistakes, the properties, the claims' assertions) runs in the judge.
 
-Where each verdict is computed:
-
-- components on drawn inputs, their properties and the fixed cases: here, from arrays;
-- a claim made of two halves (``check.compute`` and ``check.judge``: training the reverse
-  task) computes in the learner's process and is judged here (the held-out answers are counted
-  here);
-- a claim whose test is a condition of its own (a gradient that must be None, a call that must
-  raise) is in two halves too: the learner's process reports the facts (what was returned, or
-  the builtin type and text of what was raised) and its ``judge`` decides here;
-- every other claim (whole-model facts: a program over many calls of the learner's code) runs
-  in the learner's process, which sends back the arrays of its assertions (``asserted``); here
-  each assertion is made again, and they must be the ones npformer's own code makes (kinds,
-  names, shapes, in order), so a pass or a failure is decided here (that process's own "ok" is
-  not read). A failing claim is matched with the catalogue here. ``result["computed"]``
-  records where each verdict was made: here, for every claim.
-
-What the learner's process sends is checked as it is read: its messages (``channel``), then the
-shape of each answer; anything else is a ``Stopped`` of its own ("your code wrote a result of its
-own to the grader's channel"), the learner's failure.
+What comes back is read as the judge asked for it, or refused: every message within the
+exercise's deadline (``Late``), in the channel's format, each answer of the form its question
+takes, every value float64 (the precision the judge compares at; a reply of another dtype is
+the learner's failure, named). Anything else ends the judging of the exercise (``Stopped``),
+the learner's failure. Two things only the learner's process can see come back as its own
+account, which can fail an exercise and never pass one: the error its code raised, and what a
+backward wrote into (``SAID``).
 """
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
+from ..testing.computation import ClaimRun
 from ..testing.components import find
 from ..testing.problem import Result
 from ..testing.subject import Subject
-from . import asserted, channel, claims
+from . import channel, claims
+
+SAID = "said by your code, not verified"
 
 
 class Stopped(BaseException):
-    """The judging ends here: the learner's process wrote what is not a message of ours.
+    """The judging ends here: the learner's process broke the protocol or missed its deadline.
     Not an ``Exception``: it goes past the engine's handlers. ``reason``: a line for the report."""
 
     def __init__(self, reason=None):
@@ -50,115 +41,116 @@ class Stopped(BaseException):
 
 
 class Gone(BaseException):
-    """The learner's process ended while the judge waited for an answer (it exited, crashed or
-    was stopped at its time limit)."""
+    """The learner's process ended while the judge waited for an answer."""
 
 
 CHANNEL = "your code wrote a result of its own to the grader's channel"
+LATE = "your code did not answer within the exercise's time"
 
 
-def _array(value):
+class ReplyError(Exception):
+    """A reply of the right form whose arrays are not what the judge asked for (a dtype):
+    the learner's failure on that question, named in the report."""
+
+
+def _value(value):
+    """A float64 array, or None; ReplyError for an array of another dtype."""
+    if value is None:
+        return None
     if not isinstance(value, np.ndarray):
         raise channel.ChannelError("an answer that is not an array")
+    if value.dtype != np.float64:
+        raise ReplyError(f"your code's process returned a {value.dtype} array where the judge asked for float64")
     return value
 
 
-def _maybe_array(value):
-    return None if value is None else _array(value)
-
-
-def _arrays_or_tuple(value):
-    if isinstance(value, tuple):
-        return tuple(_arrays_or_tuple(v) for v in value)
-    return _maybe_array(value)
-
-
-def _named_arrays(value):
+def _values(value):
+    """{name: float64 array or None} of one answer."""
     if not isinstance(value, dict):
         raise channel.ChannelError("an answer that is not a table of arrays")
-    return {str(k): _arrays_or_tuple(v) for k, v in value.items()}
+    return {str(k): _value(v) for k, v in value.items()}
 
 
-def _text(value):
-    if value is not None and not isinstance(value, str):
-        raise channel.ChannelError("an answer whose text is not text")
-    return value
+def _output(value):
+    if isinstance(value, tuple):
+        return tuple(_output(v) for v in value)
+    return _value(value)
 
 
-class Learner:
-    """The learner's process, seen from the judge: requests out on ``to_learner``, answers in on
-    ``from_learner`` (file descriptors)."""
+def _fact(value, depth=0):
+    """A claim's fact as the judge reads one: None, an array, a text, or a table of them."""
+    if value is None or isinstance(value, (np.ndarray, str)):
+        return value
+    if isinstance(value, dict) and depth < 2:
+        return {str(k): _fact(v, depth + 1) for k, v in value.items()}
+    raise channel.ChannelError("a claim's result that is not arrays")
 
-    def __init__(self, exercise, to_learner, from_learner):
+
+class LearnerProxy:
+    """A learner's process seen from the judge: questions out on ``to_learner``, answers in on
+    ``from_learner`` (file descriptors), each wait ending at the monotonic ``deadline``."""
+
+    def __init__(self, exercise, to_learner, from_learner, deadline=None):
         self.exercise, self.to_learner, self.from_learner = exercise, to_learner, from_learner
-        self.stopped, self.finished = None, None
-        self.sites, self._structures = {}, {}      # claim text -> where its verdict was made
+        self.deadline = time.monotonic() + 3600 if deadline is None else deadline
+        self.stopped = None
         self.requests = 0
+
+    def _stop(self, reason):
+        self.stopped = self.stopped or reason
+        raise Stopped(self.stopped)
 
     # -- the channel ----------------------------------------------------------------------------
     def read(self):
-        """The next answer; Stopped for a message that is not ours, Gone at the pipe's end."""
+        """The next answer (a dict); Stopped for anything else or past the deadline, Gone at
+        the pipe's end."""
         try:
-            answer = channel.receive(self.from_learner)
+            answer = channel.receive(self.from_learner, self.deadline)
         except channel.ChannelError:
-            self.stopped = self.stopped or CHANNEL
-            raise Stopped(CHANNEL) from None
+            self._stop(CHANNEL)
+        except channel.Late:
+            self._stop(LATE)
         if answer is None:
             raise Gone()
         if not isinstance(answer, dict):
-            self.stopped = self.stopped or CHANNEL
-            raise Stopped(CHANNEL)
-        if answer.get("finished"):
-            self.finished = answer
+            self._stop(CHANNEL)
         return answer
 
+    def send(self, message):
+        """Send one message; Gone when the process no longer reads, Stopped past the deadline."""
+        try:
+            channel.send(self.to_learner, message, self.deadline)
+        except channel.Late:
+            self._stop(LATE)
+        except OSError:
+            raise Gone() from None
+
     def ask(self, op, **fields):
-        """The learner's process's answer to one request; Stopped when the channel broke."""
+        """The learner's process's answer to one question."""
         if self.stopped:
             raise Stopped(self.stopped)
         self.requests += 1
-        try:
-            channel.send(self.to_learner, {"op": op, **fields})
-        except (BrokenPipeError, OSError):
-            raise Gone() from None
-        answer = self.read()
-        if answer.get("finished"):
-            self.stopped = CHANNEL
-            raise Stopped(CHANNEL)
-        return answer
+        self.send({"op": op, **fields})
+        return self.read()
 
     def setup(self, message):
-        """Send the learner's process what it is to run (its first message)."""
-        try:
-            channel.send(self.to_learner, message)
-        except (BrokenPipeError, OSError):
-            raise Gone() from None
-
-    def hello(self):
-        """The learner's process's first words: {"ok": True}, or why it cannot serve (its file
-        does not run: where, what, a hint, each a short text)."""
-        hello = self.read()
-        failed = hello.get("import_failed")
-        if failed is not None and not (isinstance(failed, dict) and isinstance(failed.get("message"), str) and all(
-                failed.get(k) is None or isinstance(failed.get(k), str) for k in ("where", "line", "hint"))
-                and (failed.get("stub") is None or type(failed.get("stub")) is int)):
-            self.stopped = CHANNEL
-            raise Stopped(CHANNEL)
-        return hello
+        """Send the learner's process what it is to run; its answer says only whether its files
+        load: None, or why not (where, what, a hint: texts shown to the learner, and a failure)."""
+        self.send(message)
+        failed = self.read().get("import_failed")
+        if failed is None:
+            return None
+        if not (isinstance(failed, dict) and isinstance(failed.get("message"), str) and all(
+                failed.get(k) is None or isinstance(failed.get(k), str) for k in ("where", "line", "hint"))):
+            self._stop(CHANNEL)
+        return failed
 
     def finish(self):
-        """The learner's process's last words (None when it is gone or garbled them)."""
-        if self.finished is None:
-            try:
-                channel.send(self.to_learner, {"op": "finish"})
-            except OSError:
-                pass
-            try:
-                while self.finished is None:
-                    self.read()
-            except (Gone, Stopped):
-                return None
-        return self.finished
+        """Tell the learner's process the judging is over (it ends by itself)."""
+        try:
+            channel.send(self.to_learner, {"op": "finish"}, time.monotonic() + 1.0)
+        except (OSError, channel.Late):
+            pass
 
     def close(self):
         """Close this side's ends of the two pipes."""
@@ -168,138 +160,119 @@ class Learner:
             except OSError:
                 pass
 
-    # -- the seams of the engine ------------------------------------------------------------------
+    def _parsed(self, read):
+        """``read()``, with any answer not of its question's form the learner's failure."""
+        try:
+            return read()
+        except (KeyError, TypeError, channel.ChannelError):
+            self._stop(CHANNEL)
+
+    # -- the computation ------------------------------------------------------------------------
     def subject(self, component):
         """A ``Subject`` of ``component`` computed by the learner's process."""
         return RemoteSubject(component, self)
 
     def evaluate(self, build, upstream=None, repeat=1):
-        """``problem.evaluate(build, <the learner's patches>, upstream, repeat)``, computed by the
-        learner's process: ``build.key`` = (case, size, seed) names the problem."""
+        """The ``Result`` of the fixed problem ``build`` names (``build.key`` = (case, size,
+        seed)), computed by the learner's process."""
         case, size, seed = build.key
         answer = self.ask("case", case=case, size=size, seed=seed,
                           upstream=None if upstream is None else np.asarray(upstream, np.float64),
                           repeat=int(repeat))
         if "failed" in answer:
-            return Result(error=channel.rebuilt(answer["failed"]))
-        try:
+            return Result(error=self._parsed(lambda: channel.rebuilt(answer["failed"])))
+
+        def read():
             error = answer.get("error")
-            return Result(outputs=_named_arrays(answer["outputs"]), grads=_named_arrays(answer["grads"]),
+            return Result(outputs=_values(answer["outputs"]), grads=_values(answer["grads"]),
                           error=None if error is None else channel.rebuilt(error),
-                          upstream=_maybe_array(answer.get("upstream")),
-                          params=tuple(str(p) for p in answer.get("params") or ()),
-                          protocol=_text(answer.get("protocol")))
-        except (KeyError, channel.ChannelError):
-            self.stopped = CHANNEL
-            raise Stopped(CHANNEL) from None
+                          protocol=_said(answer.get("protocol")))
+        try:
+            return self._parsed(read)
+        except ReplyError as wrong:
+            return Result(error=wrong)
 
     def claim(self, check):
-        """(ok, detail, error) of one of the exercise's claims, run in the learner's process."""
+        """The ``ClaimRun`` of one of the exercise's claims, run in the learner's process."""
         index = next(i for i, (_, c) in enumerate(claims.of(self.exercise.name)) if c is check)
         answer = self.ask("claim", index=index)
-        if "failed" in answer:
-            error = channel.rebuilt(answer["failed"])
-            return False, f"your code raised {error.described}", error
-        if getattr(check, "judge", None) is not None:         # the verdict is made here
-            self.sites[claims.of(self.exercise.name)[index][0]] = "judge"
-            if answer.get("error") is not None:
-                error = channel.rebuilt(answer["error"])
-                return False, f"your code raised {error.described}", error
-            computed = answer.get("computed")
-            try:
-                return True, check.judge(computed if isinstance(computed, dict) else {}), None
-            except claims.ClaimFailed as failure:
-                return False, str(failure), None
-        try:
-            if not isinstance(answer["ok"], bool) or not asserted.valid(answer.get("asserted")):
-                raise channel.ChannelError("a claim's verdict that is not a bool, or assertions not of arrays")
-            error = answer.get("error")
-            ok, detail, error = answer["ok"], _text(answer.get("detail")), None if error is None else \
-                channel.rebuilt(error)
-        except (KeyError, channel.ChannelError):
-            self.stopped = CHANNEL
-            raise Stopped(CHANNEL) from None
-        self.sites[claims.of(self.exercise.name)[index][0]] = "judge"
-        if error is not None:                  # the learner's code raised: a fact, and a failure
-            return False, detail, error
-        expected = self.structure(check)
-        if not expected:
-            return False, "the judge could not run this claim with npformer's own code", None
-        # the verdict is made here, passing or failing: the learner's "ok" is not read
-        failure = asserted.rechecked(answer["asserted"], expected)
-        return (False, failure, None) if failure else (True, None if not ok else detail, None)
 
-    def structure(self, check):
-        """``asserted.structure`` of the claim run here with npformer's own code ([] when it
-        makes no assertion of arrays, or cannot run: then no verdict of done)."""
-        from .verdict import run_claim
-        if check not in self._structures:
-            records = []
-            with asserted.recording(check, records):
-                ok, _, _ = run_claim(check, {})
-            self._structures[check] = asserted.structure(records) if ok else []
-        return self._structures[check]
+        def read():
+            if "failed" in answer:
+                return ClaimRun(error=channel.rebuilt(answer["failed"]))
+            if "facts" in answer:
+                return ClaimRun(facts=_fact(answer["facts"]))
+            arrays = answer["arrays"]
+            if not isinstance(arrays, list):
+                raise channel.ChannelError("a claim's arrays that are not a list")
+            return ClaimRun(arrays=[_value(a) for a in arrays])
+        try:
+            return self._parsed(read)
+        except ReplyError as wrong:
+            return ClaimRun(error=wrong)
+
+
+def _said(text):
+    """What the learner's process says its backward wrote into: its words, marked as such."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise channel.ChannelError("a protocol note that is not text")
+    return f"{text[:500]} ({SAID})"
 
 
 class RemoteSubject(Subject):
-    """npformer's reference of a component, with the learner's functions patched in, computed
-    in the learner's process: the example's arrays go there, the results come back."""
+    """npformer's reference of a component, with the learner's functions in place, computed in
+    the learner's process: the example's arrays go there, the results come back."""
 
-    def __init__(self, component, learner):
+    def __init__(self, component, proxy):
         forward, backward = find(component).reference_pair()
         super().__init__(component, forward, backward, name="yours")
-        self.learner = learner
-
-    def _ask(self, op, **fields):
-        answer = self.learner.ask(op, component=self.component.name, **fields)
-        if "failed" in answer:
-            raise channel.rebuilt(answer["failed"])
-        return answer
+        self.proxy = proxy
 
     def result(self, example):
         """``Subject.result`` computed by the learner's process."""
         self._names = example.names
         self.protocol = None
-        answer = self.learner.ask("result", component=self.component.name, names=tuple(example.names),
-                                  args=tuple(example.args), options=dict(example.options))
+        answer = self.proxy.ask("result", component=self.component.name, names=tuple(example.names),
+                                args=tuple(example.args), options=dict(example.options))
         if "failed" in answer:
-            return {}, channel.rebuilt(answer["failed"])
-        try:
-            values = {k: _maybe_array(v) for k, v in _named_arrays(answer["values"]).items()}
+            return {}, self.proxy._parsed(lambda: channel.rebuilt(answer["failed"]))
+
+        def read():
+            values = _values(answer["values"])
             error = answer.get("error")
-            self.protocol = _text(answer.get("protocol"))
+            self.protocol = _said(answer.get("protocol"))
             return values, None if error is None else channel.rebuilt(error)
-        except (KeyError, channel.ChannelError):
-            self.learner.stopped = CHANNEL
-            raise Stopped(CHANNEL) from None
+        try:
+            return self.proxy._parsed(read)
+        except ReplyError as wrong:
+            return {}, wrong
+
+    def _ask(self, op, **fields):
+        answer = self.proxy.ask(op, component=self.component.name, **fields)
+        if "failed" in answer:
+            raise self.proxy._parsed(lambda: channel.rebuilt(answer["failed"]))
+        if "error" in answer:
+            raise self.proxy._parsed(lambda: channel.rebuilt(answer["error"]))
+        return answer
 
     def output(self, args, options):
         """``Subject.output`` computed by the learner's process."""
         answer = self._ask("output", args=tuple(args), options=dict(options))
-        try:
-            if "error" in answer:
-                error = channel.rebuilt(answer["error"])
-            else:
-                return _arrays_or_tuple(answer["value"])
-        except (KeyError, channel.ChannelError):
-            self.learner.stopped = CHANNEL
-            raise Stopped(CHANNEL) from None
-        raise error
+        return self.proxy._parsed(lambda: _output(answer["value"]))
 
     def gradients(self, args, options, d_out):
         """``Subject.gradients`` computed by the learner's process."""
         if not self.differentiates:
             return None
         answer = self._ask("gradients", args=tuple(args), options=dict(options), d_out=np.asarray(d_out))
-        try:
-            if "error" in answer:
-                error = channel.rebuilt(answer["error"])
-            else:
-                value = _arrays_or_tuple(answer["value"])
-                if value is not None and not isinstance(value, tuple):
-                    raise channel.ChannelError("gradients that are not a tuple")
-                return value
-        except (KeyError, channel.ChannelError):
-            self.learner.stopped = CHANNEL
-            raise Stopped(CHANNEL) from None
-        raise error
+
+        def read():
+            value = answer["value"]
+            if value is None:
+                return None
+            if not isinstance(value, tuple):
+                raise channel.ChannelError("gradients that are not a tuple")
+            return tuple(_value(v) for v in value)
+        return self.proxy._parsed(read)

@@ -10,6 +10,9 @@ import os
 import re
 import textwrap
 
+from .safe_text import one_line
+from .verdict import missing
+
 WIDTH = 100
 OUTPUT_LINES = 12                # of the learner's own printing, the first few lines
 STUB = re.compile(r"NotImplementedError: exercise (\d+) \(.*?\): write ([\w.]+)")
@@ -196,8 +199,12 @@ def describe_run(exercise, result, code, printed, stopped, timeout, show_output=
         return "failing", [f"your file does not run: {error['message']}{where}"] + _printed(printed, True)
     checks, claims = result["checks"], result["claims"]
     failing = [c for c in checks if not c["ok"]]
-    if not failing and all(c["ok"] for c in claims):
+    unrun = missing(exercise, result)
+    if not failing and all(c["ok"] for c in claims) and not unrun:
         return "done", _done_lines(checks, claims) + _printed(printed, show_output)
+    if not failing and all(c["ok"] for c in claims):
+        return "failing", [f"not every check ran: {_listed(' '.join(map(str, w)) if isinstance(w, tuple) else w for w in unrun)} "
+                           f"(your code's process stopped answering?)"] + _printed(printed, True)
     lines = failure_lines(failing + [c for c in claims if not c["ok"]])
     lines.append(f"{len(checks) - len(failing)} of {len(checks)} checks pass" +
                  (f"; {sum(c['ok'] for c in claims)} of {len(claims)} claims hold" if claims else ""))
@@ -208,14 +215,15 @@ def _done_lines(checks, claims):
     drawn = [c for c in checks if "component" in c and c["kind"] != "property"]
     properties = [c for c in checks if "component" in c and c["kind"] == "property"]
     fixed = [c for c in checks if "case" in c]
+    verified = [c for c in claims if c.get("verified", True)]    # what the code only said does not count
     parts = []
     if drawn:
         equal = "1 result equals" if len(drawn) == 1 else f"{len(drawn)} results equal"
         parts.append(f"{equal} npformer's on {max(c['examples'] for c in drawn)} drawn inputs each")
     if fixed:
         parts.append(_counted(len(fixed), "fixed problem"))
-    if properties or claims:
-        held = len(properties) + len(claims)
+    if properties or verified:
+        held = len(properties) + len(verified)
         parts.append("1 property holds" if held == 1 else f"{held} properties hold")
     return [", ".join(parts)] + claim_lines(claims)
 
@@ -231,7 +239,7 @@ def format_outcome(outcome):
     count and what the code printed kept; ``outcome.lines`` holds everything)."""
     title = f"{outcome.exercise.label} "
     head = f"{title}{'.' * max(3, 72 - len(title) - len(outcome.status) - 1)} {outcome.status}"
-    body = [[wrapped for wrapped in _fit("   " + line)] for line in outcome.lines]
+    body = [[wrapped for wrapped in _fit("   " + one_line(line))] for line in outcome.lines]
     last = max((i for i, line in enumerate(outcome.lines) if COUNTED.match(line)), default=len(body))
     findings, tail = [w for lines in body[:last] for w in lines], [w for lines in body[last:] for w in lines]
     kept = findings

@@ -7,9 +7,11 @@ directory holding anything (the learner's work) is never touched.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 
@@ -22,10 +24,40 @@ from .stubs import HINTS, cut
 MARKER = "npformer-workspace.json"
 KIND = "npformer exercises"
 FORMAT = 1
+FILE_LIMIT = 1 << 20             # bytes of one file the grader reads from a workspace (a file there is ~30 kB)
 
 
 class WorkspaceError(ValueError):
     """A directory that cannot be used as a workspace (message: one line naming it)."""
+
+
+def read_regular(path, limit=FILE_LIMIT):
+    """The bytes of ``path``: a regular file of at most ``limit`` bytes, opened without following
+    a link and without waiting on a pipe. FileNotFoundError when it is missing; WorkspaceError
+    (one line: why) for a link, a pipe, a device, a folder, or a file larger than ``limit``."""
+    name = os.path.basename(path)
+    if not stat.S_ISREG(os.lstat(path).st_mode):
+        kind = "a link" if os.path.islink(path) else "not a regular file (a pipe, a device or a folder)"
+        raise WorkspaceError(f"{name} is {kind}: refused (keep your own file there)")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as error:
+        if error.errno == errno.ENOENT:
+            raise
+        raise WorkspaceError(f"{name} cannot be read ({error.strerror})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):          # changed since it was looked at
+            raise WorkspaceError(f"{name} is not a regular file: refused")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+        raise WorkspaceError(f"{name} holds more than {limit:,} bytes, more than a file here may hold: refused")
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -138,15 +170,17 @@ def load_workspace(directory):
     directory = os.path.abspath(os.fspath(directory))
     marker = os.path.join(directory, MARKER)
     hint = "create one with `npformer exercises DIR`"
+    if os.path.islink(directory):
+        raise WorkspaceError(f"DIR: {directory} is a link to {os.path.realpath(directory)}: refused "
+                             f"(grade the folder itself)")
     if not os.path.isdir(directory):
         raise WorkspaceError(f"DIR: {directory} is not a directory; {hint}")
-    if not os.path.isfile(marker):
+    if not os.path.lexists(marker):
         raise WorkspaceError(f"DIR: {directory} is not an npformer exercise workspace (no {MARKER}); {hint}")
     try:
-        with open(marker, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as error:
-        raise WorkspaceError(f"DIR: cannot read {marker} ({error})") from None
+        data = json.loads(read_regular(marker, 1 << 16).decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as error:     # a WorkspaceError is a ValueError
+        raise WorkspaceError(f"DIR: cannot read {marker} ({str(error)[:200]})") from None
     if not isinstance(data, dict) or data.get("kind") != KIND or data.get("format") != FORMAT:
         raise WorkspaceError(f"DIR: {marker} is not the marker of an npformer exercise workspace "
                              f"(format {FORMAT} expected)")

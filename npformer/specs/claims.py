@@ -3,15 +3,18 @@
 A claim is a fact the tutorial (or mathematics) states about a component, checked on a
 learner's package: ``check(learner, reference) -> detail or None``, raising ``ClaimFailed``
 with a one-line account. ``learner`` is the learner's npformer (``learner.t02_linear``...).
-A claim asserts through this module's ``close`` and ``zero`` (``claims.close(...)``): where
-it is graded, the learner's process records their arrays and the judge asserts them again
-(``npformer.exercises.asserted``). A claim whose test is a condition of its own comes in two
-halves: ``compute(learner)`` reports facts (``raised`` says what a call raised) and
-``judge(facts)`` decides, with ``expects``.
+A claim asserts through this module's ``close`` and ``zero`` (``claims.close(...)``). Where it
+is graded, its program runs twice under ``recording``: with the learner's code, where only the
+arrays it asserts on are kept, and in the judge with npformer's own; the judge then asserts
+the learner's arrays against its own (``npformer.exercises.verdict``). A claim whose test is a
+condition of its own comes in two halves: ``compute(learner)`` returns arrays (or ``raised``'s
+account of an error, which the judge cannot verify) and ``judge(facts)`` decides, with
+``expects``.
 """
 from __future__ import annotations
 
 import builtins
+import contextlib
 
 import numpy as np
 
@@ -45,6 +48,28 @@ def zero(what, array):
     if (array != 0).any():
         at = _index(array != 0)
         raise ClaimFailed(f"{what} must be exactly 0, but at {at} it is {array[at]:.3g}")
+
+
+@contextlib.contextmanager
+def recording(records):
+    """Inside the block ``close`` and ``zero`` assert nothing: each appends what it was given
+    to ``records`` ({"kind", "what", "arrays": [float64 arrays], "tol"}), so that a claim's
+    program runs to its end and every array it asserts on can be compared where it is judged.
+    One claim at a time, in the process that runs it."""
+    global close, zero
+    asserting = close, zero
+
+    def noting_close(what, mine, expected, tol=1e-9):
+        records.append({"kind": "close", "what": str(what), "tol": float(tol),
+                        "arrays": [np.asarray(mine, np.float64), np.asarray(expected, np.float64)]})
+
+    def noting_zero(what, array):
+        records.append({"kind": "zero", "what": str(what), "tol": 0.0, "arrays": [np.asarray(array, np.float64)]})
+    close, zero = noting_close, noting_zero
+    try:
+        yield records
+    finally:
+        close, zero = asserting
 
 
 def raised(call):

@@ -7,9 +7,11 @@ positions; width 32, 4 heads, 2 layers) from the learner's package and trains it
 held-out digit strings by greedy decoding. The settings are those of the library's test
 ``test_reverse_task_reaches_99_percent_heldout``. It runs on the plain track, unlike the
 library's training commands: a fast twin of the library's attention would compute its own
-softmax and skip the learner's. The claim is made of two halves: ``reverse_predictions`` runs
-the learner's code (when graded, in the learner's process), ``judge_reverse`` counts the
-reversed strings (when graded, in the judge, which makes the held-out prompts itself).
+softmax and skip the learner's. The claim is made of two halves: ``reverse_training`` runs
+the learner's code (when graded, in the learner's process) and returns the trained weights;
+``judge_reverse`` loads them into npformer's own decoder of that shape, reverses the held-out
+prompts (which it makes itself) with npformer's own code, and counts. What the learner's
+process sends is arrays of the shapes npformer's model asks for, nothing it says about them.
 """
 from __future__ import annotations
 
@@ -38,37 +40,53 @@ def _split(L):
     return importlib.import_module(f"{L.__name__}.training.data").reverse_task(**SPLIT)
 
 
-def reverse_predictions(L):
-    """{"predictions": the decoded answers to the held-out prompts, "seconds"}: the part of the
-    claim that runs the learner's code (in the learner's process when graded)."""
-    began = time.perf_counter()
-    data = importlib.import_module(f"{L.__name__}.training.data")
-    split = _split(L)
-    tokenizer = L.tokenizer.CharTokenizer.from_corpus("0123456789>")
-    source = data.ExampleSource(data.encode_examples(tokenizer, split.train), tokenizer.pad_id)
+def _model(L, tokenizer, max_len):
+    """The decoder the task trains, built from package ``L`` (the learner's, or npformer's)."""
     config = L.t10_model.DecoderConfig.gpt2(vocab_size=tokenizer.vocab_size, d_model=32, n_heads=4,
-                                        n_layers=2, max_len=source.max_len)
-    model = L.t10_model.DecoderLM(config, np.random.default_rng(0))
+                                            n_layers=2, max_len=max_len)
+    return L.t10_model.DecoderLM(config, np.random.default_rng(0))
+
+
+def _tokens_and_lengths(L):
+    data = importlib.import_module(f"{L.__name__}.training.data")
+    tokenizer = L.tokenizer.CharTokenizer.from_corpus("0123456789>")
+    source = data.ExampleSource(data.encode_examples(tokenizer, _split(L).train), tokenizer.pad_id)
+    return data, tokenizer, source
+
+
+def reverse_training(L):
+    """{"parameters": {name: the trained array}, "seconds"}: the part of the claim that runs the
+    learner's code (in the learner's process when graded): their components, trained."""
+    began = time.perf_counter()
+    _, tokenizer, source = _tokens_and_lengths(L)
+    model = _model(L, tokenizer, source.max_len)
     # the plain track whatever the process chose: a fast twin would skip the learner's code
     with L.core.track.track("plain"), \
             importlib.import_module(f"{L.__name__}.runtime.cores").limit_blas_threads(1):
         L.training.loop.train(model, source, L.training.loop.TrainConfig(steps=STEPS, batch_size=32, lr=3e-3, seed=0),
-                      progress=False)
-        _, predictions = L.training.loop.answer_accuracy(model, tokenizer, split.heldout)
-    return {"predictions": [str(p) for p in predictions], "seconds": time.perf_counter() - began}
+                              progress=False)
+    return {"parameters": model.state_dict(), "seconds": np.array(time.perf_counter() - began)}
 
 
 def judge_reverse(computed):
-    """The claim's verdict on what ``reverse_predictions`` computed: the held-out prompts are
-    made here again (npformer's own, fixed seed) and a string counts when it is the prompt's
+    """The claim's verdict on what ``reverse_training`` computed: its weights go into
+    npformer's own decoder (names, shapes, dtypes and finite values checked), which answers
+    the held-out prompts made here again (fixed seed); an answer counts when it is the prompt's
     digits reversed. The detail, or ClaimFailed."""
-    from ..training.data import reverse_task
-    heldout = reverse_task(**SPLIT).heldout
-    predictions, seconds = computed.get("predictions"), computed.get("seconds")
-    if not (isinstance(predictions, list) and len(predictions) == len(heldout)
-            and all(isinstance(p, str) for p in predictions) and isinstance(seconds, (int, float))):
-        raise claims.ClaimFailed(f"the training run did not give one answer per held-out prompt "
-                          f"({len(heldout)}) and its time")
+    import npformer
+    from ..training.loop import answer_accuracy
+    _, tokenizer, source = _tokens_and_lengths(npformer)
+    model = _model(npformer, tokenizer, source.max_len)
+    weights, seconds = computed.get("parameters"), computed.get("seconds")
+    try:
+        if not (isinstance(weights, dict) and isinstance(seconds, np.ndarray) and seconds.shape == ()):
+            raise ValueError("expected a table of weights and the seconds training took")
+        model.load_state_dict(weights)
+    except (ValueError, TypeError) as error:         # load_state_dict names what does not fit
+        raise claims.ClaimFailed(f"the training run did not give the decoder's weights: {error}") from None
+    seconds = float(seconds)
+    heldout = _split(npformer).heldout
+    _, predictions = answer_accuracy(model, tokenizer, heldout)
     correct = sum(p == e.prompt[:-1][::-1] for p, e in zip(predictions, heldout))
     accuracy = correct / len(heldout)
     if accuracy < TARGET:
@@ -81,9 +99,11 @@ def judge_reverse(computed):
 @spec.claim("train", f"your components train the reverse task to >= {TARGET:.0%} held-out accuracy "
                 f"in {STEPS} steps")
 def trains_the_reverse_task(L, R):
-    """The claim in one process: ``judge_reverse(reverse_predictions(L))``."""
-    return judge_reverse(reverse_predictions(L))
+    """The claim in one process: ``judge_reverse(reverse_training(L))``."""
+    return judge_reverse(reverse_training(L))
 
 
-# graded, the two halves run apart: the learner's process computes, the judge decides
-trains_the_reverse_task.compute, trains_the_reverse_task.judge = reverse_predictions, judge_reverse
+# graded, the two halves run apart: the learner's process trains, the judge answers with the
+# weights; npformer's own training is not run to compare (the judge's answers decide)
+trains_the_reverse_task.compute, trains_the_reverse_task.judge = reverse_training, judge_reverse
+trains_the_reverse_task.compared = False

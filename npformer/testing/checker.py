@@ -102,7 +102,7 @@ class Checker:
         return self.atol if self.atol is not None else abs_tolerance(self.precision_name())
 
     def _dtype_of(self, example):
-        if self.dtype is None:
+        if self.dtype is None and self.precision is None:    # a precision given is the judge's choice
             try:
                 out = self.subject.output(example.args, example.options)
                 first = out[0] if isinstance(out, tuple) else out

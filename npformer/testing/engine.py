@@ -1,7 +1,7 @@
 """The engine's one entry for the grader (``npformer.exercises``): what it needs, in one place.
 
-``judge_functions`` judges some of npformer's functions as a subject computes them (the
-learner's, patched in): each component on drawn inputs (``conformance.Checker``: output, every
+``judge_functions`` judges some of npformer's functions as a computation computes them (the
+learner's, patched in here or computed in their own process: ``computation``): each component on drawn inputs (``conformance.Checker``: output, every
 gradient, the properties, each failure shrunk and its catalogued mistake named) and each fixed
 case (``judge.judge_case``), both with the same matcher and verdict types. The grader keeps its
 own parts (the learner's files, its claims about whole models, its patched subject, its JSON).
@@ -15,6 +15,7 @@ import numpy as np
 from .cases import CASES
 from .components import find as component
 from .checker import Checker, compared_failures
+from .computation import ClaimRun, Patched
 from .fixed_case import judge_case
 from .mistakes import settle
 from .mistakes.registry import applicable, of_functions
@@ -23,8 +24,8 @@ from .problem import same_error
 from .report import CaseVerdict, CheckResult
 from .subject import Subject, describe_error
 
-__all__ = ["CASES", "CaseVerdict", "CheckResult", "Judged", "Subject", "candidates", "component",
-           "describe_error", "judge_functions", "patched", "resolve", "same_error", "settle"]
+__all__ = ["CASES", "CaseVerdict", "CheckResult", "ClaimRun", "Judged", "Patched", "Subject", "candidates",
+           "component", "describe_error", "judge_functions", "patched", "resolve", "same_error", "settle"]
 
 
 def candidates(paths):
@@ -49,13 +50,14 @@ class Judged:
         return compared + [verdict for _, _, verdict in self.fixed if not verdict.ok]
 
 
-def judge_functions(subject, patches, components=(), cases=(), mistakes=(), examples=40, seed=0,
-                    extra_seeds=(), progress=None):
-    """A ``Judged`` of the functions ``patches`` puts in place.
+def judge_functions(code, components=(), cases=(), mistakes=(), examples=40, seed=0, extra_seeds=(),
+                    progress=None, precision="float64"):
+    """A ``Judged`` of the code under test, ``code`` (a computation: ``Patched(patches)``, or a
+    learner's process), at ``precision`` (the judge's choice, never read from a reply).
 
-    ``subject(name)``: the Subject computing component ``name`` with them in place;
-    ``components``: names judged on ``examples`` drawn inputs (hypothesis ``seed``);
-    ``cases``: (case name, sizes) of ``CASES``, each judged with ``patches`` in place, and again
+    ``components``: names judged on ``examples`` drawn inputs (hypothesis ``seed``), each with
+    ``code.subject(name)``;
+    ``cases``: (case name, sizes) of ``CASES``, each judged with ``code.evaluate``, and again
     with each of ``extra_seeds`` (other numbers, the same sizes) until one fails;
     ``mistakes``: the candidates (``candidates(paths)``); ``progress(text)``: told each stage.
     The failures' mistakes are settled among themselves; settle again with the caller's own."""
@@ -63,7 +65,7 @@ def judge_functions(subject, patches, components=(), cases=(), mistakes=(), exam
     for name in components:
         if progress:
             progress(f"{name} on drawn inputs")
-        checker = Checker(subject(name))
+        checker = Checker(code.subject(name), precision=precision)
         checker.candidates = list(mistakes)     # the patched functions' own, not the component's
         judged.drawn += [(name, check) for check in checker.run(examples, seed)]
     for case, sizes in cases:
@@ -74,7 +76,7 @@ def judge_functions(subject, patches, components=(), cases=(), mistakes=(), exam
                 build = (lambda case=case, size=size, extra=extra:
                          CASES[case](np.random.default_rng(size if extra is None else extra + size), size))
                 build.key = (case, size, extra)          # a learner's process rebuilds it from this
-                verdict = judge_case(build, patches, mistakes)
+                verdict = judge_case(build, code, mistakes)
                 judged.fixed.append((case, size, verdict))
                 if not verdict.ok:
                     break                              # one failing seed says it; the rest add time

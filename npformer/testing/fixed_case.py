@@ -2,9 +2,10 @@
 
 The grader's checks of layers (a ``MultiHeadAttention`` with RoPE and GQA, a Pre-Norm block,
 the decoder) are the gradient-check cases (``cases.CASES``) at a few sizes, plus variants
-that reach every option. ``judge_case`` runs one with the learner's functions patched in and
-without, compares the output and every gradient, checks that two backward passes add up in
-``.grad``, and when something differs looks for the catalogued mistake that computes the
+that reach every option. ``judge_case`` asks the code under test (a ``computation``: the
+learner's functions, here or in their own process) for one, runs npformer's own, compares the
+output and every gradient, checks that two backward passes add up in every parameter's
+``.grad`` (the parameters npformer's own module has), and when something differs looks for the catalogued mistake that computes the
 same numbers (the engine's one matcher, ``diagnosis.matching``), then for a generic diagnosis
 (a constant factor, a sign, a transpose, a mask, a sum over the wrong axis). Its verdict is a
 ``report.CaseVerdict``.
@@ -16,8 +17,8 @@ import math
 import numpy as np
 
 from .compare import abs_tolerance, compare_tensor, data_scale, tolerance
+from .computation import Patched
 from .diagnosis import matching, same
-from .patching import patched
 from .problem import PRECISION, evaluate, is_module, run
 from .report import CaseVerdict, CheckResult, Failure
 
@@ -79,9 +80,10 @@ def matching_mistakes(build, mine, candidates, upstream, repeat=1):
                     [mine.outcome()], tol=TOL)
 
 
-def leak(build, patches, upstream, name):
+def leak(build, code, upstream, name):
     """A diagnosis when changing the upstream gradient at one position moves ``name``'s
-    gradient where the reference's does not move (a sum or mean over the wrong axis)."""
+    gradient as ``code`` computes it where the reference's does not move (a sum or mean over
+    the wrong axis)."""
     if np.ndim(upstream) < 2:
         return None
     rng = np.random.default_rng(5)
@@ -90,8 +92,8 @@ def leak(build, patches, upstream, name):
         moved = np.array(upstream)
         moved[position] += rng.standard_normal(moved.shape[-1])
         changes = []
-        for p in (patches, None):
-            before, after = evaluate(build, p, upstream), evaluate(build, p, moved)
+        for computes in (code, Patched()):
+            before, after = computes.evaluate(build, upstream), computes.evaluate(build, moved)
             a, b = before.grads.get(name), after.grads.get(name)
             if a is None or b is None or np.shape(a) != np.shape(b):
                 return None
@@ -105,12 +107,15 @@ def leak(build, patches, upstream, name):
     return None
 
 
-def accumulation_note(once, twice):
-    """A note unless two backward passes leave twice one pass's gradient in every ``.grad``."""
+def accumulation_note(once, twice, params):
+    """A note unless two backward passes leave twice one pass's gradient in the ``.grad`` of
+    every parameter in ``params`` (npformer's own module's: the judge knows them)."""
     assigned, other = [], []
-    for name in once.params:
-        g = once.grads[name]
+    for name in params:
+        g = once.grads.get(name)
         g2 = twice.grads.get(name)
+        if g is None:
+            continue                             # a missing gradient is a mismatch of its own
         if g2 is None or np.allclose(g2, 2 * g, rtol=TOL, atol=ATOL * max(np.abs(g).max(initial=0), 1e-12)):
             continue
         (assigned if g.any() and np.allclose(g2, g, rtol=TOL) else other).append(name)
@@ -125,16 +130,17 @@ def accumulation_note(once, twice):
     return None
 
 
-def judge_case(build, patches, candidates=()):
-    """Everything about one problem: a ``CaseVerdict`` (what differs, the protocol's notes, the
-    error raised, the mistake). The upstream gradient is random everywhere (a case's own, made
-    for finite differences, may be zero where the backward has choices to make)."""
+def judge_case(build, code, candidates=()):
+    """Everything about one problem as ``code`` (a computation) computes it: a ``CaseVerdict``
+    (what differs, the protocol's notes, the error raised, the mistake). The upstream gradient
+    is random everywhere (a case's own, made for finite differences, may be zero where the
+    backward has choices to make)."""
     right = run(build, own_upstream=False)
     if right.error is not None:                      # an upstream of a required form (MoE's aux
         right = run(build)                           # entry): the case's own
     if right.error is not None:                      # the case itself cannot run: npformer's bug
         raise right.error
-    mine = evaluate(build, patches, right.upstream)
+    mine = code.evaluate(build, right.upstream)
     verdict = CaseVerdict(error=mine.error)
     if mine.error is not None:                       # a catalogued mistake may raise the same error
         verdict.matches = matching_mistakes(build, mine, candidates, right.upstream)
@@ -145,8 +151,9 @@ def judge_case(build, patches, candidates=()):
     wrote = mine.protocol if mine.protocol and not right.protocol else None
     repeat = 1
     if not verdict.checks and is_module(build()[0]):
-        twice, right_twice = evaluate(build, patches, right.upstream, 2), run(build, right.upstream, 2)
-        note = accumulation_note(mine, twice) if not same(twice.outcome(), right_twice.outcome(), TOL) else None
+        twice, right_twice = code.evaluate(build, right.upstream, 2), run(build, right.upstream, 2)
+        note = accumulation_note(mine, twice, right.params) \
+            if not same(twice.outcome(), right_twice.outcome(), TOL) else None
         if note:
             verdict.notes.append(note)
             mine, repeat = twice, 2
@@ -154,13 +161,13 @@ def judge_case(build, patches, candidates=()):
         verdict.matches = matching_mistakes(build, mine, candidates, right.upstream, repeat)
         verdict.mistake = verdict.matches[0] if verdict.matches else None
         if verdict.mistake is None:
-            _generic(verdict, build, patches, right.upstream)
+            _generic(verdict, build, code, right.upstream)
     if wrote:
         verdict.notes.append(wrote)
     return verdict
 
 
-def moe_diagnoses(build, patches, upstream):
+def moe_diagnoses(build, code, upstream):
     """What a MoE layer's gradient misses, found by sending back the outputs' gradient and the
     aux loss's apart: the router learns from the outputs too (the weights of the chosen experts
     are its softmax), and the aux gradient reaches the real tokens only."""
@@ -171,7 +178,7 @@ def moe_diagnoses(build, patches, upstream):
     found = []
     outputs_only = np.array(upstream)
     outputs_only[-1] = 0.0                                   # d_aux = 0: the outputs' gradient alone
-    mine, right = evaluate(build, patches, outputs_only), evaluate(build, None, outputs_only)
+    mine, right = code.evaluate(build, outputs_only), evaluate(build, None, outputs_only)
     router = [n for n in right.grads if "router" in n and right.grads[n] is not None]
     if mine.error is None and router and all(
             not np.abs(mine.grads.get(n, 0)).max(initial=0) > 1e-12 * np.abs(right.grads[n]).max(initial=0)
@@ -183,7 +190,7 @@ def moe_diagnoses(build, patches, upstream):
     if mask is not None and not np.all(mask):
         aux_only = np.zeros_like(np.asarray(upstream, np.float64))
         aux_only[-1] = upstream[-1]                          # the aux loss's gradient alone
-        mine, right = evaluate(build, patches, aux_only), evaluate(build, None, aux_only)
+        mine, right = code.evaluate(build, aux_only), evaluate(build, None, aux_only)
         name = next(iter(right.grads), None)
         theirs = None if mine.error is not None or name is None else mine.grads.get(name)
         if theirs is not None and np.shape(theirs) == np.shape(right.grads[name]):
@@ -196,8 +203,8 @@ def moe_diagnoses(build, patches, upstream):
     return found
 
 
-def _generic(verdict, build, patches, upstream):
-    named = moe_diagnoses(build, patches, upstream) if verdict.checks else []
+def _generic(verdict, build, code, upstream):
+    named = moe_diagnoses(build, code, upstream) if verdict.checks else []
     for check in verdict.checks:
         failure = check.failure
         if failure.diagnoses or not check.name.startswith("gradient of "):
@@ -205,11 +212,6 @@ def _generic(verdict, build, patches, upstream):
         if named:
             failure.diagnoses = list(named)
             continue
-        found = leak(build, patches, upstream, check.name[len("gradient of "):])
+        found = leak(build, code, upstream, check.name[len("gradient of "):])
         failure.diagnoses = [found] if found else []
 
-
-def run_claim(check, patches, package):
-    """(ok, detail) of an exercise claim ``check(L, R)`` with the learner's functions patched in."""
-    with patched(patches):
-        return check(package, package)

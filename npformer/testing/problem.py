@@ -158,10 +158,7 @@ def _compute(build, upstream, repeat, own_upstream, result):
 
 
 def evaluate(build, patches=None, upstream=None, repeat=1):
-    """``run`` with ``patches`` ({"npformer.module.qualname": function}) in place; patches
-    that compute elsewhere (the grader's learner process) answer with their own ``evaluate``."""
-    if hasattr(patches, "evaluate"):
-        return patches.evaluate(build, upstream, repeat)
+    """``run`` with ``patches`` ({"npformer.module.qualname": function}) in place."""
     with patched(patches or {}):
         return run(build, upstream, repeat)
 

@@ -52,6 +52,7 @@ def _judge(entry):
     """(set, id, kind, verdict, names, seconds) for one held-out entry."""
     from npformer.exercises import catalog
     from npformer.exercises.verdict import judge_exercise
+    from npformer.testing.computation import Patched
     from npformer.exercises.learner import learner_functions
     folder, kind, item = entry
     key = _key()
@@ -70,7 +71,7 @@ def _judge(entry):
         source = edited if os.path.basename(name) == os.path.basename(item["file"]) else Path(key.path(name)).read_text()
         module = "npformer." + name[:-3].replace("/", ".")
         patches.update(learner_functions(source, module, qualnames, str(where / os.path.basename(name))))
-    result = judge_exercise(exercise, patches)
+    result = judge_exercise(exercise, Patched(patches))
     checks = result["checks"] + result["claims"]
     names = sorted({c["mistake"]["name"] for c in checks if c.get("mistake")})
     verdict = "failing" if any(not c["ok"] for c in checks) else "done"

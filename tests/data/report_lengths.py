@@ -26,6 +26,7 @@ def _report(entry):
     from npformer.exercises import catalog
     from npformer.exercises.grader import Outcome
     from npformer.exercises.verdict import judge_exercise
+    from npformer.testing.computation import Patched
     from npformer.exercises.learner import learner_functions
     from npformer.exercises.report import describe_run, format_outcome
     folder, kind, item = entry
@@ -43,7 +44,7 @@ def _report(entry):
         source = edited if os.path.basename(name) == os.path.basename(item["file"]) else Path(key.path(name)).read_text()
         module = "npformer." + name[:-3].replace("/", ".")
         patches.update(learner_functions(source, module, qualnames, str(where / os.path.basename(name))))
-    result = judge_exercise(exercise, patches)
+    result = judge_exercise(exercise, Patched(patches))
     status, lines = describe_run(exercise, result, 0, [], None, 120.0)
     report = format_outcome(Outcome(exercise, status, lines))
     names = sorted({c["mistake"]["name"] for c in result["checks"] + result["claims"] if c.get("mistake")})

@@ -1,46 +1,52 @@
-"""Every claim's verdict is made in the judge, from what the learner's process reports.
+"""Every claim's verdict is made in the judge, from arrays the learner's process computed.
 
-Four claims test a condition of their own rather than arrays: a missing bias's gradient is
-None, a backward through a KV-cached step raises NotImplementedError, keys of the wrong shape
-raise ValueError, an encoder's position 0 reads every position. The learner's process reports
-only facts (what was returned, or the builtin type and text of what was raised, or the arrays)
-and the judge decides. Here each runs as graded, in one process: the learner's process's
-request handler (``learner_process._Server.claim``) with the version patched in, its answer
-through the channel, and the judge's ``learner_proxy.Learner.claim`` on it."""
+A claim's program runs in the learner's process with their code; only its arrays come back
+(those its assertions were given, or for a claim in two halves what its ``compute`` half
+returned), and the judge asserts them among themselves and against the same program run with
+npformer's own code (``claims.decide``). Two claims test what only the learner's process can
+see (a call that must raise): their account is shown as said, can fail the exercise and never
+counts toward done. Here each runs as graded, in one process: the learner's process's request
+handler (``learner_process._Server.claim``) with the version patched in, its answer through the
+channel, the judge's ``LearnerProxy.claim`` on it, and ``claims.decide``."""
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import npformer
-from npformer.exercises import asserted, catalog, channel, claims
-from npformer.specs.claims import ClaimFailed, expects, raised
+from npformer.exercises import catalog, channel, claims
 from npformer.exercises.learner_process import _Server
-from npformer.exercises.learner_proxy import Learner
+from npformer.exercises.learner_proxy import LearnerProxy, Stopped
+from npformer.exercises.verdict import ours
 from npformer.exercises.workspace import write_workspace
+from npformer.specs.claims import ClaimFailed, expects, raised
+from npformer.testing.computation import Patched
 from npformer.testing.patching import edited, patched
 
 from support.grading import judged
+
 FOUR = {"linear": "bias gradient is None", "attention": "KV-cached decoding step is refused",
         "kv-cache": "another shape", "encoder": "reads both ways"}
 
 
-def _claim(name):
-    index, (text, check) = next((i, tc) for i, tc in enumerate(claims.of(name)) if FOUR[name] in tc[0])
+def _claim(name, words=None):
+    index, (text, check) = next((i, tc) for i, tc in enumerate(claims.of(name)) if (words or FOUR[name]) in tc[0])
     return index, text, check
 
 
-def _graded(name, patches):
-    """(ok, detail, where the verdict was made) of the claim, the learner's side with ``patches``."""
-    index, text, check = _claim(name)
+def _proxy(name, answer):
+    """The judge's proxy of a learner's process that answers ``answer`` to every question."""
+    proxy = LearnerProxy(catalog.find(name), -1, -1)
+    proxy.ask = lambda op, **fields: channel.unpack(channel.pack(answer)[8:])     # as it crosses the pipe
+    return proxy
+
+
+def _graded(name, patches, words=None):
+    """The judge's ``Decision`` on the claim, the learner's side with ``patches``."""
+    index, _, check = _claim(name, words)
     server = _Server(catalog.find(name))
     with patched(patches):
         answer = server.claim({"index": index})
-    answer = channel.unpack(channel.pack(answer)[8:])     # as it crosses the pipe
-    learner = Learner(catalog.find(name), -1, -1)
-    learner.ask = lambda op, **fields: answer
-    ok, detail, _ = learner.claim(check)
-    return ok, detail, learner.sites[text]
+    return claims.decide(check, _proxy(name, answer).claim(check), ours(check))
 
 
 WRONG = {
@@ -55,16 +61,18 @@ WRONG = {
     "encoder": ({"npformer.t15_encoder.Encoder.backward": (
         "return self.embed.backward(d_x, cache.embed)",
         "return self.embed.backward(d_x * (np.arange(d_x.shape[1]) == 0)[:, None], cache.embed)")},
-        "position rows [1, 2, 3, 4] received no gradient"),
+        "position_gradient (against npformer's)"),
 }
+SAID_ONLY = {"attention", "kv-cache"}          # what a call raised: only the learner's process sees it
 
 
 @pytest.mark.parametrize("name", sorted(FOUR))
-def test_a_condition_claim_is_decided_in_the_judge_right_done_wrong_failing(name):
-    assert _graded(name, {}) == (True, None, "judge")
+def test_a_condition_claim_is_decided_in_the_judge_right_holds_wrong_fails(name):
+    right = _graded(name, {})
+    assert right.ok and right.verified is (name not in SAID_ONLY), vars(right)
     edits, says = WRONG[name]
-    ok, detail, where = _graded(name, {path: edited(path, *edit) for path, edit in edits.items()})
-    assert not ok and where == "judge" and detail.startswith(says), detail
+    wrong = _graded(name, {path: edited(path, *edit) for path, edit in edits.items()})
+    assert not wrong.ok and wrong.detail.startswith(says), wrong.detail
 
 
 def test_a_subclass_of_the_expected_error_holds_as_except_would_catch_it():
@@ -76,7 +84,7 @@ def test_a_subclass_of_the_expected_error_holds_as_except_would_catch_it():
     assert raised(lambda: refuses(None, None, None)) == {"type": "NotImplementedError",
                                                         "text": "not through a cache"}
     path = "npformer.t04_attention.MultiHeadAttention.backward"
-    assert _graded("attention", {path: refuses})[0] is True
+    assert _graded("attention", {path: refuses}).ok is True
     # a class that only names itself after a builtin is not one
     fake = type("ValueError", (Exception,), {"__module__": "builtins"})
     assert raised(lambda: (_ for _ in ()).throw(fake("x")))["type"] == "Exception"
@@ -91,38 +99,51 @@ def test_facts_not_of_the_claim_are_no_pass(facts, says):
         _claim("attention")[2].judge(facts)
 
 
-def test_a_forged_verdict_from_the_learners_process_is_not_read():
-    """The learner's process answers every claim with a passing verdict and no facts, or with
-    assertions it made up: nothing the judge decides from is there, so none holds."""
-    forged = {"ok": True, "detail": "holds", "error": None, "asserted": [], "refused": []}
-    for name in FOUR:
-        _, _, check = _claim(name)
-        learner = Learner(catalog.find(name), -1, -1)
-        learner.ask = lambda op, **fields: dict(forged)
-        ok, detail, _ = learner.claim(check)
-        assert not ok and "did not report" in detail, (name, detail)
-    # a claim of arrays whose learner's process says "failed" but sends assertions that hold is
-    # decided by those assertions; one that says "ok" with none made fails
-    text, check = next((t, c) for t, c in claims.of("kv-cache") if "full forward's logits" in t)
-    honest = []
-    with asserted.recording(check, honest):
-        check(npformer, None)
-    learner = Learner(catalog.find("kv-cache"), -1, -1)
-    learner.ask = lambda op, **fields: {"ok": False, "detail": "forged", "error": None, "asserted": honest}
-    assert learner.claim(check)[0] is True and learner.sites[text] == "judge"
+@pytest.mark.parametrize("name", sorted(FOUR))
+def test_a_forged_verdict_from_the_learners_process_is_not_read(name):
+    """Answers that are not the arrays the judge asked for (a verdict, flags, a detail) break
+    the protocol: the judging of the exercise stops there, the learner's failure."""
+    _, _, check = _claim(name)
+    for forged in ({"ok": True, "detail": "holds", "error": None}, {"computed": {"bias_gradient": None}},
+                   {"arrays": "all of them"}, {"facts": {"a": {"b": {"c": {"d": 1}}}}}):
+        with pytest.raises(Stopped):
+            _proxy(name, forged).claim(check)
+
+
+def test_arrays_made_up_to_agree_with_each_other_are_held_to_npformers():
+    """The KV cache claim compares cached logits with the full forward's: a process that sends
+    the same made-up array for both sides, or npformer's arrays but one cut short, fails in
+    the judge, which ran the claim with npformer's own code."""
+    _, text, check = _claim("kv-cache", "full forward's logits")
+    right = ours(check)
+    assert [r["kind"] for r in right.records] == ["close"]
+    logits = right.records[0]["arrays"][0]
+    made_up = np.zeros_like(logits)
+    for arrays, says in (([made_up, made_up], "against npformer's"), ([logits], "computed 1 arrays"),
+                         ([logits, logits[:, :3]], "npformer's computes 2")):
+        decision = claims.decide(check, _proxy("kv-cache", {"arrays": arrays}).claim(check), right)
+        assert not decision.ok and says in decision.detail, decision.detail
+    assert claims.decide(check, _proxy("kv-cache", {"arrays": right.arrays}).claim(check), right).ok
+
+
+def test_an_array_of_another_dtype_is_the_learners_failure_named():
+    _, _, check = _claim("kv-cache", "full forward's logits")
+    right = ours(check)
+    half = [a.astype(np.float16) for a in right.arrays]
+    decision = claims.decide(check, _proxy("kv-cache", {"arrays": half}).claim(check), right)
+    assert not decision.ok and "float16 array where the judge asked for float64" in decision.detail
 
 
 def test_no_claim_is_decided_in_the_learners_process():
-    """Each claim comes in two halves or asserts on arrays the judge checks again."""
+    """Each claim comes in two halves, or asserts on arrays the judge compares with its own."""
     for exercise in catalog.EXERCISES:
         for text, check in claims.of(exercise.name):
             if getattr(check, "judge", None) is not None:
                 assert callable(check.compute), text
                 continue
-            records = []
-            with asserted.recording(check, records), np.errstate(all="ignore"):
-                check(npformer, npformer)
-            assert records, f"{exercise.name}: {text!r} makes no assertion the judge can make again"
+            run = Patched().claim(check)
+            assert run.error is None and run.records, \
+                f"{exercise.name}: {text!r} makes no assertion the judge can make again"
 
 
 LINEAR_RIGHT = "    d_bias = sum_over_positions(d_out) if cache.has_bias else None\n"
@@ -150,8 +171,7 @@ def _judged_linear(tmp_path, body, tail=""):
     assert source.count(LINEAR_RIGHT) == 1
     path.write_text(source.replace(LINEAR_RIGHT, body) + tail)
     result = judged(ws.directory, "linear")["result"]
-    assert set(result["computed"]["claims"].values()) == {"judge"}, result["computed"]
-    return result, next(c for c in result["claims"] if "bias gradient is None" in c["claim"])
+    return result, next((c for c in result["claims"] if "bias gradient is None" in c["claim"]), None)
 
 
 def test_the_right_linear_layer_holds_the_claim_as_graded(tmp_path):
@@ -165,8 +185,8 @@ def test_a_learners_process_that_forges_the_claim_is_still_failing(tmp_path):
     facts it reports are its own to make, but its arrays are not: the gradient it returns for a
     layer without a bias fails on the drawn inputs, judged in the judge."""
     result, entry = _judged_linear(tmp_path, "    d_bias = sum_over_positions(d_out)\n", FORGER)
-    failing = [c for c in result["checks"] if not c["ok"]]
-    assert failing, result
+    failing = [c for c in result["checks"] + result["claims"] if not c["ok"]]
+    assert failing or result["refused"], result
 
 
 def test_expects_names_what_was_raised():

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from npformer.exercises import grade, session
+from npformer.exercises import grade
+from npformer.exercises.walls import sandbox
 from npformer.exercises.workspace import write_workspace
 
 RIGHT = "    return y * (d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True))\n"
@@ -40,7 +41,7 @@ def test_a_judge_that_fails_is_the_graders_failure_not_the_learners(workspace, m
     """A sandbox whose program cannot start (its module missing) fails twice: the exercise is
     "not graded", the report says the grader failed, and nothing says the learner's code ended
     anything."""
-    monkeypatch.setattr(session, "ZYGOTE", "npformer.exercises.no_such_zygote")
+    monkeypatch.setattr(sandbox, "PROGRAM", "from npformer.exercises.no_such_zygote import main; main({fd})")
     printed = []
     outcome, = grade(workspace.directory, ("linear",), out=printed.append)
     assert outcome.status == "not graded" and not outcome.done

@@ -24,7 +24,7 @@ import pytest
 
 import npformer
 from npformer.exercises.course import write_course
-from npformer.exercises.sandbox import Isolation, detect
+from npformer.exercises.walls.bubblewrap import Isolation, detect
 from npformer.exercises.workspace import MARKER, write_workspace
 
 from support.as_user import can_switch_user, give, run_as, shared_folder, student
@@ -36,6 +36,7 @@ if detect().bwrap is None:
 
 RIGHT = "    return y * (d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True))\n"
 WRONG = "    return 0 * d_out\n"
+TIMEOUT = 15                     # --timeout: a learner's process that stops answering is waited for 2x + 20 s
 PACKAGE = os.path.dirname(os.path.abspath(npformer.__file__))
 ROOT = os.path.dirname(PACKAGE)
 # npformer's own softmax_backward, compiled (the plain function under its track dispatch)
@@ -282,8 +283,71 @@ try:
 except OSError as error:
     print("scratch:", type(error).__name__, "after", written, "MiB")
 """, WRONG),
+    "inodes-filled": ("""\
+import os
+made = 0
+for top in ("/", "/tmp", "/dev/shm", os.path.expanduser("~"), os.getcwd()):
+    try:
+        for i in range(400000):
+            os.mkdir(os.path.join(top, f"d{i}"))
+            made += 1
+    except OSError as error:
+        print("inodes:", top, type(error).__name__)
+print("inodes made", made)
+""", WRONG),
+    # -- the judge believes only the arrays it asked for
+    "first-words-not-ok": ("""\
+import os
+from npformer.exercises import channel as _c
+for fd in range(3, 64):
+    try:
+        os.write(fd, _c.pack({"ok": False}))
+    except OSError:
+        pass
+os._exit(0)
+""", "    return None\n"),
+    "float16-replies": ("""\
+import numpy as _np
+from npformer.exercises import channel as _c
+_send = _c.send
+def _half(fd, message, deadline=None):        # every array it answers, sent in float16
+    if isinstance(message, dict) and isinstance(message.get("values"), dict):
+        message = {**message, "values": {k: v.astype(_np.float16) for k, v in message["values"].items()}}
+    return _send(fd, message, deadline)
+_c.send = _half
+""", "    return 1.005 * y * (d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True))\n"),
+    # -- the walls' own processes
+    "walls-processes-reached": ("""\
+import os, signal
+print("pids:", sorted(p for p in os.listdir("/proc") if p.isdigit()), "mine", os.getpid(), "parent", os.getppid())
+for what, path, mode in (("environ", "/proc/1/environ", "rb"), ("mem", "/proc/1/mem", "r+b"),
+                         ("fd", "/proc/1/fd/1", "ab"), ("maps", "/proc/1/maps", "rb")):
+    try:
+        with open(path, mode) as f:
+            if what == "fd":
+                os.posix_fallocate(f.fileno(), 0, 1 << 30)
+            print(what, "opened", f.read(64) if "r" in mode else "")
+    except OSError as error:
+        print(what + ":", type(error).__name__)
+for number in (signal.SIGSTOP, signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+    for pid in (1, os.getppid()):
+        try:
+            os.kill(pid, number)
+        except OSError as error:
+            print("kill:", type(error).__name__)
+try:
+    open("/proc/sys/kernel/core_pattern", "w")
+    print("sysctl: opened")
+except OSError as error:
+    print("sysctl:", type(error).__name__)
+""", WRONG),
+    "stops-itself": ("", "    import os, signal\n    os.kill(os.getpid(), signal.SIGSTOP)\n" + RIGHT),
+    # -- what a learner's text may do to the grader's own lines and files
+    "newline-in-error": ("", "    raise ValueError('x\\n03 softmax ........ done\\nprogress: 1 of 1 done\\ufffe\\uffff')\n"),
 }
 FOLDER_NAMES = {"terminal-and-formats": "=cmd|' -C calc'!A0\x1b[31m"}
+# honest submissions whose folder names meet the grader's own formats
+HONEST_NAMES = ("bob~smith", "bob_smith", "forged\nzz 10 of 10 points")
 
 
 def _paths(root, outside):
@@ -331,7 +395,29 @@ def _class(root, outside):
     write_workspace(linked, only=["softmax"])
     os.remove(linked / "t03_softmax.py")
     os.symlink(key.directory + "/t03_softmax.py", linked / "t03_softmax.py")
+    for name in HONEST_NAMES:
+        write_workspace(subs / name, only=["softmax"], solutions=True)
+    _unreadable(subs, key)
     return course
+
+
+def _unreadable(subs, key):
+    """Submissions whose files the grader, outside the walls, must read with care."""
+    fifo = subs / "fifo-file"                          # the exercise file is a pipe no one writes
+    write_workspace(fifo, only=["softmax"])
+    os.remove(fifo / "t03_softmax.py")
+    os.mkfifo(fifo / "t03_softmax.py")
+    huge = subs / "expression-800-kb"                  # one expression nested too deep to compile
+    write_workspace(huge, only=["softmax"], solutions=True)
+    with open(huge / "t03_softmax.py", "a", encoding="utf-8") as f:
+        f.write("\nx = " + "(" * 400000 + "1" + ")" * 400000 + "\n")
+    nested = subs / "marker-nested-100000-deep"        # a marker the JSON reader recurses into
+    write_workspace(nested, only=["softmax"], solutions=True)
+    (nested / MARKER).write_text("[" * 100000 + "]" * 100000)
+    sparse = subs / "readme-of-one-tib"                # a README of 1 TiB, sparse
+    write_workspace(sparse, only=["softmax"], solutions=True)
+    os.truncate(sparse / "README.md", 1 << 40)
+    os.symlink(key.directory, subs / "folder-linked-to-key")   # a whole submission that is a link
 
 
 def _digest(path):
@@ -362,7 +448,7 @@ def _grade(root, outside, user):
     listener.setblocking(False)
     judging_before = _digest(os.path.join(PACKAGE, "exercises", "verdict.py"))
     argv = [sys.executable, "-m", "npformer", "grade", str(root / "subs"), "--course", str(root / "course.json"),
-            "--out", str(root / "book"), "--jobs", "2", "--junit", "--gradescope", "--timeout", "60"]
+            "--out", str(root / "book"), "--jobs", "2", "--junit", "--gradescope", "--timeout", str(TIMEOUT)]
     began = time.monotonic()
     if user is None:
         ran = subprocess.run(argv, cwd=root, env={**os.environ, **env}, capture_output=True, text=True,
@@ -377,13 +463,13 @@ def _grade(root, outside, user):
     except BlockingIOError:
         packets = b""
     listener.close()
-    books = {}
-    for name in os.listdir(root / "book" / "submissions"):
+    books, files = {}, sorted(os.listdir(root / "book" / "submissions"))
+    for name in files:
         with open(root / "book" / "submissions" / name, encoding="utf-8") as f:
             book = json.load(f)
         books[book["submission"]] = book
-    return {"books": books, "stdout": ran.stdout, "stderr": ran.stderr, "seconds": seconds,
-            "packets": packets, "judging_changed": _digest(os.path.join(PACKAGE, "exercises", "verdict.py"))
+    return {"books": books, "files": files, "stdout": ran.stdout, "stderr": ran.stderr, "seconds": seconds,
+            "packets": packets, "as_root": user is None and os.getuid() == 0, "judging_changed": _digest(os.path.join(PACKAGE, "exercises", "verdict.py"))
             != judging_before, "left": _named("npf-daemon") + _named("npf-survivor"), "root": root,
             "outside": outside}
 
@@ -418,7 +504,8 @@ def _said(graded, name):
 
 
 def test_the_first_line_names_the_walls(graded):
-    assert "isolation: bubblewrap (user, pid, net, ipc, uts, mount namespaces)" in graded["stderr"]
+    walls = "isolation: bubblewrap (user, pid, net, ipc, uts, mount namespaces"
+    assert walls + (", as nobody)" if graded["as_root"] else ")") in graded["stderr"], graded["stderr"][:500]
     assert all(r["isolation"].startswith("bubblewrap") for b in graded["books"].values() for r in b["exercises"])
 
 
@@ -426,7 +513,7 @@ def test_the_honest_submission_is_done(graded):
     assert _row(graded, "honest")["status"] == "done"
 
 
-RIGHT_CODE = ("finalizer-after-return", "flood-fd-1")     # their gradient is right: done is their due
+RIGHT_CODE = ("finalizer-after-return", "flood-fd-1", "zygote-killed")   # their gradient is right: done is their due
 
 
 @pytest.mark.parametrize("name", [n for n in ATTACKS if n not in RIGHT_CODE])
@@ -503,9 +590,10 @@ def test_the_kernel_s_other_doors_are_shut(graded):
 
 
 def test_threads_are_bounded(graded):
+    """Nobody inside is root: the process limit binds (root's does not), to a few dozen."""
     said = _said(graded, "threads")
     started = int(said.split("threads started ")[1].split()[0])
-    assert 0 < started < 2000, said
+    assert 0 < started < 200, said
 
 
 def test_what_a_learner_prints_cannot_rewrite_a_terminal_or_break_a_file(graded):
@@ -535,15 +623,77 @@ def test_limits_hold(graded):
     assert _row(graded, "flood-fd-1")["status"] == "done"
     assert len(json.dumps(graded["books"]["flood-fd-1"])) < 1 << 20
     said = _said(graded, "scratch-filled")
-    assert "scratch: OSError" in said and int(said.split("after ")[1].split()[0]) <= 256, said
-    assert "your code ended the grading process" in _said(graded, "zygote-killed")
+    assert "scratch: OSError after 0 MiB" in said, said              # nothing is writable
+    said = _said(graded, "inodes-filled")
+    assert "inodes made 0" in said and "inodes: / OSError" in said, said
+    assert _row(graded, "zygote-killed")["status"] == "done"         # its kill reached no one
 
 
 def test_the_course_s_list_and_links_out_of_the_workspace(graded):
     book = graded["books"]["fewer-exercises"]
     assert [r["exercise"] for r in book["exercises"]] == ["softmax"]
     assert any("npformer-workspace.json differs from the hand-out" in n for n in book["notes"])
-    assert "outside the workspace: refused" in _said(graded, "symlink-to-key")
+    assert "t03_softmax.py is a link: refused" in _said(graded, "symlink-to-key")
+    row = _row(graded, "folder-linked-to-key")
+    assert row["status"] == "not graded" and row["points"] == 0 and "is a link to" in row["why"], row
+
+
+# -- the judge believes only the arrays it asked for -----------------------------------------------------
+def test_first_words_a_dtype_or_forged_claims_decide_nothing(graded):
+    """A process that says it cannot serve and leaves, and one that answers in float16 (which
+    would have set a tolerance of 1e-2) with a gradient 0.5% off: failing, the learner's own."""
+    for name in ("first-words-not-ok", "float16-replies"):
+        row = _row(graded, name)
+        assert row["status"] == "failing" and row["points"] == 0, (name, row["report"])
+        assert "the grader itself failed" not in row["report"], row["report"]
+    assert "float16 array where the judge asked for float64" in _said(graded, "float16-replies")
+
+
+# -- the walls' own processes are out of reach -------------------------------------------------------------
+def test_the_sandbox_s_first_process_can_be_neither_read_nor_signalled(graded):
+    said = _said(graded, "walls-processes-reached")
+    pids = said.split("pids: ")[1].split("]")[0]
+    assert pids.count("'") == 4 and "'1'" in pids, said          # the zygote and itself: no bubblewrap
+    for what in ("environ", "mem", "fd", "maps"):
+        assert f"{what}: PermissionError" in said, said
+    assert "opened" not in said.replace("sysctl:", ""), said
+    assert "sysctl: PermissionError" in said or "sysctl: OSError" in said or "sysctl: FileNotFoundError" in said
+
+
+def test_a_process_that_stops_itself_is_failing_within_its_deadline(graded):
+    row = _row(graded, "stops-itself")
+    assert row["status"] == "failing" and "stopped after" in row["report"], row["report"]
+    assert graded["books"]["stops-itself"]["seconds"] < 2 * TIMEOUT + 20 + 30
+
+
+# -- files the grader reads outside the walls ---------------------------------------------------------------
+def test_files_read_outside_the_walls_are_bounded_and_one_failure_does_not_sink_the_class(graded):
+    said = {name: _said(graded, name) for name in ("fifo-file", "expression-800-kb", "readme-of-one-tib")}
+    assert "t03_softmax.py is not a regular file" in said["fifo-file"], said
+    assert "RecursionError" in said["expression-800-kb"] or "MemoryError" in said["expression-800-kb"] or \
+        "SyntaxError" in said["expression-800-kb"], said
+    assert _row(graded, "readme-of-one-tib")["status"] == "done"        # the README is only compared
+    assert any("README.md is missing" in n or "README.md differs" in n
+               for n in graded["books"]["readme-of-one-tib"]["notes"])
+    row = _row(graded, "marker-nested-100000-deep")
+    assert row["status"] == "not graded" and "cannot read" in row["why"], row
+    assert _row(graded, "honest")["status"] == "done"
+
+
+# -- the grader's own formats -----------------------------------------------------------------------------------
+def test_every_submission_has_files_of_its_own(graded):
+    for name in ("bob~smith", "bob_smith"):
+        assert _row(graded, name)["status"] == "done" and _row(graded, name)["points"] == 10
+    assert len(graded["files"]) == len(graded["books"]), graded["files"]
+
+
+def test_a_learner_s_newline_starts_no_line_of_the_grader_s_own(graded):
+    name = "forged\\nzz 10 of 10 points"
+    assert _row(graded, name)["status"] == "done"
+    assert not any(line.startswith("zz") for line in (graded["stdout"] + graded["stderr"]).splitlines())
+    report = _row(graded, "newline-in-error")["report"].splitlines()
+    assert [line for line in report if line.startswith("03 softmax")] == [report[0]], report
+    assert not any(line.startswith("progress:") for line in report), report
 
 
 def test_without_walls_two_attacks_succeed(tmp_path):

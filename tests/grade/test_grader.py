@@ -18,6 +18,7 @@ import pytest
 from npformer.exercises import catalog
 from npformer.exercises.grader import grade
 from npformer.exercises.verdict import judge_exercise
+from npformer.testing.computation import Patched
 from npformer.exercises.learner import learner_functions
 from npformer.exercises.stubs import functions_by_qualname
 from npformer.exercises.workspace import write_workspace
@@ -96,7 +97,7 @@ def test_every_catalogued_mistake_is_named_as_itself(exercise, part, fewer_draws
     mistakes = [m for m in mistakes if sampled(m) == (part == "sample")]
     wrong = {}
     for mistake in mistakes:
-        result = judge_exercise(catalog.find(exercise), mistake.patches())
+        result = judge_exercise(catalog.find(exercise), Patched(mistake.patches()))
         if not failing(result) or named(result) != {mistake.name}:
             wrong[mistake.name] = sorted(named(result)) if failing(result) else "graded done"
     assert not wrong, wrong
@@ -130,7 +131,7 @@ def judge_source(key, exercise, file, source, where):
         text = source if os.path.basename(name) == os.path.basename(file) else Path(key.path(name)).read_text()
         module = "npformer." + name[:-3].replace("/", ".")
         patches.update(learner_functions(text, module, qualnames, str(where / os.path.basename(name))))
-    return judge_exercise(exercise, patches)
+    return judge_exercise(exercise, Patched(patches))
 
 
 def alternatives():
@@ -288,7 +289,7 @@ def test_the_checks_of_an_exercise_reach_every_line_of_its_answer(exercise):
         return trace
     sys.settrace(trace)
     try:
-        result = judge_exercise(exercise, {})
+        result = judge_exercise(exercise, Patched())
     finally:
         sys.settrace(None)
     assert not failing(result)

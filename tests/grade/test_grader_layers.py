@@ -7,6 +7,7 @@ from hypothesis import given, settings
 
 from npformer.exercises import catalog
 from npformer.exercises.verdict import judge_component
+from npformer.testing.computation import Patched
 from npformer.testing import mistakes
 from npformer.testing.components import LAYERS, find
 from npformer.testing.conformance import Checker
@@ -83,7 +84,7 @@ def find_simplest(strategy):
 def _judged(component, path, old, new, exercise):
     patches = {"npformer." + path: edited("npformer." + path, old, new)}
     candidates = mistakes.of_functions(catalog.find(exercise).paths(forward=True))
-    checks = judge_component(component, patches, candidates)
+    checks = judge_component(component, Patched(patches), candidates)
     mistakes.settle([c.failure for c in checks if c.failure is not None and c.kind != "property"])
     return {c.name: c.failure for c in checks if c.failure is not None}
 

@@ -5,12 +5,15 @@ has it) against the hand-out build of the test process, and returns the judge's 
 {"result", "code", "output", "dropped", "stopped"}.
 """
 import os
+import tempfile
 
 from npformer.exercises import catalog
+from npformer.exercises.grader import copied, read_submission
 from npformer.exercises.grading_build import shared_build
 from npformer.exercises.learner_process import specs_to_judge
-from npformer.exercises.sandbox import Limits
-from npformer.exercises.session import Sandbox, judge_in
+from npformer.exercises.walls.bubblewrap import Limits
+from npformer.exercises.session import judge_in
+from npformer.exercises.walls.sandbox import Sandbox
 from npformer.exercises.workspace import load_workspace
 
 
@@ -21,7 +24,9 @@ def judged(directory, name, timeout=120.0, examples="4", isolation=None):
     specs = specs_to_judge(workspace, exercise, together)
     os.environ["NPFORMER_GRADE_EXAMPLES"] = examples
     try:
-        with Sandbox(directory, shared_build(), isolation) as sandbox:
+        with tempfile.TemporaryDirectory() as folder, \
+                Sandbox(copied(read_submission(workspace), os.path.join(folder, "files")), shared_build(),
+                        isolation) as sandbox:
             return judge_in(sandbox, exercise, specs, timeout, Limits(wall=2 * timeout + 20))
     finally:
         os.environ.pop("NPFORMER_GRADE_EXAMPLES")

@@ -8,6 +8,7 @@ import npformer
 from npformer import t02_linear
 from npformer.testing.cases import CASES
 from npformer.testing.diagnosis import matching, same
+from npformer.testing.computation import Patched
 from npformer.testing.fixed_case import judge_case
 from npformer.testing.mistakes import CATALOGUE
 from npformer.testing.patching import _INSTALLED, patched, reference
@@ -57,12 +58,12 @@ def test_matching_names_the_mistake_that_computes_the_same_and_skips_stale_ones(
 def test_a_fixed_case_verdict_is_the_engines_dataclass():
     mistake = _mistake("linear-weight-transposed")
     build = lambda: CASES["linear"](np.random.default_rng(0), 0)          # noqa: E731
-    verdict = judge_case(build, mistake.patches(), [mistake, _mistake("linear-bias-mean")])
+    verdict = judge_case(build, Patched(mistake.patches()), [mistake, _mistake("linear-bias-mean")])
     assert isinstance(verdict, CaseVerdict) and not verdict.ok
     assert all(isinstance(c, CheckResult) and c.failure for c in verdict.checks)
     assert "gradient of weight" in [c.name for c in verdict.checks]
     assert verdict.mistake is mistake and verdict.matches == [mistake]
-    assert judge_case(build, {}, [mistake]).ok
+    assert judge_case(build, Patched(), [mistake]).ok
 
 
 def test_a_patch_is_seen_by_its_own_thread_alone():
@@ -165,7 +166,7 @@ def test_a_fixed_case_and_drawn_examples_judge_at_one_tolerance():
         forward, backward = _softmax_off_by(factor)
         patches = {"npformer.t03_softmax.softmax_forward": forward,
                    "npformer.t03_softmax.softmax_backward": backward}
-        assert judge_case(build, patches).ok is ok, factor
+        assert judge_case(build, Patched(patches)).ok is ok, factor
         report = conform("softmax", forward, backward, examples=10, precision="float64")
         assert report.ok is ok, str(report)
 

@@ -7,6 +7,7 @@ import numpy as np
 from npformer.exercises import catalog
 from npformer.exercises.grader import Outcome
 from npformer.exercises.verdict import judge_exercise
+from npformer.testing.computation import Patched
 from npformer.exercises.report import REPORT_BYTES, REPORT_LINES, describe_run, format_outcome
 from npformer.specs.example import Example
 from npformer.testing.patching import edited
@@ -77,7 +78,7 @@ def test_a_mistake_that_raises_in_a_whole_model_gives_a_short_report():
     path = "npformer.t10_model.DecoderLM.backward"
     wrong = edited(path, "d_x = self.norm.backward(d_h, cache.norm)", "d_x = self.norm.backward(d_h.T, cache.norm)")
     exercise = catalog.find("model")
-    result = judge_exercise(exercise, {path: wrong})
+    result = judge_exercise(exercise, Patched({path: wrong}))
     status, lines = describe_run(exercise, result, 0, [], None, 120.0)
     text = format_outcome(Outcome(exercise, status, lines))
     assert status == "failing" and len(text.split("\n")) <= REPORT_LINES + 1, text

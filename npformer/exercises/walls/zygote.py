@@ -1,29 +1,31 @@
 """Inside a submission's sandbox: learner's processes forked from one that has imported npformer.
 
-The judge (``session``) starts this program in the sandbox, with one end of a Unix socket:
+The judge (``walls.sandbox``) starts this program as the sandbox's first process, with one end of
+a Unix socket:
 
-    python -I -S -c "...; from npformer.exercises.zygote import main; main(FD, walled)"
+    python -I -S -c "...; from npformer.exercises.walls.zygote import main; main(FD)"
 
 Starting Python and importing numpy, scipy and npformer costs most of a second, and a class has
 an exercise of every submission to judge; so each sandbox holds one zygote. It imports the
 hand-out build (``grading_build``: no exercise's reference is in it), makes itself non-dumpable
-so that a learner's process cannot trace it or read its memory, says ready and answers the
-judge, one request at a time:
+(no process of its user can trace it or read its memory), and, as pid 1 of the sandbox's PID
+namespace with no signal handler of its own, takes no signal from inside it. It says ready and
+answers the judge, one request at a time:
 
-- ``start`` (with the learner's process's four pipes): fork it in a scratch folder of its own
-  under the sandbox's /scratch, with its limits (``sandbox.limiter``); answer its pid;
-- ``end``: wait a moment for it, then kill it and every process left in the sandbox, empty the
-  scratch, answer its exit code. In a sandbox, ``kill(-1)`` reaches every process of its PID
-  namespace but its first and this one; without walls, its session is killed instead.
+- ``start`` (with the learner's process's four pipes): fork it, with its limits; answer its pid;
+- ``end``: wait a moment for it, then kill it and every process left in the sandbox
+  (``kill(-1)`` from pid 1 reaches all of them), answer its exit code. Without walls, its
+  session is killed instead.
 
-The zygote never runs a learner's file itself; a learner's process answers the judge on its own
-pipes (``learner_process``).
+Nothing a learner's process leaves behind reaches the next: it can write nowhere (the view is
+read-only), start no process, and every thread of it ends with it. The zygote never runs a
+learner's file itself; a learner's process answers the judge on its own pipes
+(``learner_process``).
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import struct
@@ -65,17 +67,12 @@ def preload():
         importlib.import_module(module.name)
 
 
-def _scratch(pid):
-    from .sandbox import SCRATCH_AT
-    return os.path.join(SCRATCH_AT if _walled else os.environ.get("TMPDIR", "/tmp"), f"learner-{pid}")
-
-
 def _child(request, fds):
     """In the forked process: become the learner's process (never returns)."""
     code = 1
     try:
-        from . import learner_process
-        from .sandbox import Limits, limiter, no_new_processes
+        from .. import learner_process
+        from .bubblewrap import Limits, limiter, no_new_processes
         requests, replies, output, stack = fds
         os.setsid()
         limiter(Limits(**request["limits"]))
@@ -88,12 +85,6 @@ def _child(request, fds):
         keep = sorted({0, 1, 2, requests, replies, stack})
         for low, high in zip(keep, keep[1:] + [os.sysconf("SC_OPEN_MAX")]):
             os.closerange(low + 1, high)
-        here = request["scratch"]
-        os.makedirs(here, mode=0o700, exist_ok=True)
-        os.chdir(here)
-        os.environ.update(HOME=here, TMPDIR=here)
-        import tempfile
-        tempfile.tempdir = None                # TMPDIR is the scratch folder now
         code = learner_process.main(requests, replies, stack)
     except SystemExit as leaving:             # the learner's code called sys.exit: as Python ends
         code = leaving.code if isinstance(leaving.code, int) else 0 if leaving.code is None else 1
@@ -122,7 +113,7 @@ def _sweep(pid):
                 return                        # nothing left to signal
             time.sleep(0.01)
     else:
-        from .sandbox import end_session
+        from .unwalled import end_session
         end_session(pid)
 
 
@@ -141,12 +132,6 @@ def _end(pid):
             pass
         _, status = os.waitpid(pid, 0)
     _sweep(pid)
-    shutil.rmtree(_scratch(pid), ignore_errors=True)
-    if _walled:                               # what it wrote beside its own folder too
-        from .sandbox import SCRATCH_AT
-        for name in os.listdir(SCRATCH_AT):
-            path = os.path.join(SCRATCH_AT, name)
-            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
     return os.waitstatus_to_exitcode(status)
 
 
@@ -163,7 +148,7 @@ def serve(sock):
             pid = os.fork()
             if pid == 0:
                 sock.close()
-                _child({**request, "scratch": _scratch(os.getpid())}, fds)
+                _child(request, fds)
             for fd in fds:
                 os.close(fd)
             send(sock, {"started": pid})
@@ -171,17 +156,17 @@ def serve(sock):
             send(sock, {"ended": request["pid"], "code": _end(request["pid"])})
 
 
-def main(fd, walled):
-    """Import the build, become non-dumpable, say ready, serve the judge on socket ``fd``.
-    ``walled``: this runs in a sandbox of its own (its PID namespace ends with it)."""
+def main(fd):
+    """Import the build, become non-dumpable, say ready, serve the judge on socket ``fd``."""
     global _walled
-    _walled = bool(walled) and os.getppid() == 1     # bubblewrap's first process is our parent
+    _walled = os.getpid() == 1                 # the sandbox's first process (bubblewrap's --as-pid-1)
+    if _walled:                                # pid 1 takes no signal it has no handler for
+        signal.signal(signal.SIGINT, signal.SIG_DFL)      # Python's own: Ctrl-C's KeyboardInterrupt
     sock = socket.socket(fileno=fd)
-    from .sandbox import private
+    from .bubblewrap import private, seccomp_module
     preload()
-    from . import learner_process  # noqa: F401  - imported once, here, for every child
-    from .sandbox import _seccomp_module
-    _seccomp_module()                          # libseccomp loaded once, for every child's filter
+    from .. import learner_process  # noqa: F401  - imported once, here, for every child
+    seccomp_module()                           # libseccomp loaded once, for every child's filter
     private()
     send(sock, {"ready": os.getpid(), "walled": _walled})
     sys.exit(serve(sock))

@@ -1,27 +1,28 @@
-"""The walls around a learner's code: what the kernel enforces, set up through bubblewrap.
+"""The walls around a learner's code, as the kernel keeps them: bubblewrap's command line.
 
-Each submission is graded inside a sandbox of its own, made by bubblewrap (``bwrap``, the
-distribution's package, as Flatpak uses it): new user, PID, network, IPC, UTS and mount
-namespaces, no capabilities, a new session, no further user namespaces, and a seccomp filter
-(libseccomp, through ``pyseccomp``) that refuses sockets, System V and POSIX message queues,
-kernel keyrings, tracing another process and the kernel's other doors (``DENIED``). A
-learner's process adds a filter of its own once forked (``no_new_processes``): it cannot start
-a process or run a program (as root, the kernel does not count processes: no process limit
-would stop a fork bomb), only threads, which its memory limit bounds. Its view of
-the file system, read-only: the system's libraries, Python's standard library, the third-party
-packages npformer imports, the hand-out build (``grading_build``) and this submission's files;
-a writable ``/scratch`` of ``Limits.scratch`` bytes (its ``HOME`` and ``TMPDIR``); nothing else (no home, no other submission, no
-installed npformer, no grader's or teacher's file). Its environment is a few fixed variables.
-Everything in it dies with it: the PID namespace ends every process when its first one ends, and
-bubblewrap ends when the judge that started it does.
+Each submission is graded in a sandbox made by bubblewrap (``bwrap``, the distribution's package,
+as Flatpak uses it): new user, PID, network, IPC, UTS and mount namespaces, no capabilities, a new
+session, no further user namespaces, and a seccomp filter (libseccomp, through ``pyseccomp``)
+that refuses sockets, System V and POSIX IPC, kernel keyrings, tracing another process and the
+kernel's other doors (``DENIED``). Its first process, pid 1 of its PID namespace
+(``--as-pid-1``), is the zygote, which nothing inside can signal, trace or read; there is no
+process of bubblewrap's own inside. Its view of the file system is read-only, all of it: the
+system's libraries, Python, the third-party packages npformer imports, the hand-out build and a
+copy of this submission's files; nothing to write into, so nothing written by one exercise's
+process can be read by the next. Its environment is a few fixed variables, and bubblewrap
+itself starts with no more.
+
+Graded as root, nobody inside is root: bubblewrap runs as ``UNPRIVILEGED`` (nobody), so the
+learner's process is an ordinary user for the host's kernel (its process limit binds, no file
+or setting of root's is its own). What that user cannot reach where it is (a Python under
+/root) is first bound, in a mount namespace of the launcher's own, under a folder it can
+reach (``staged``): util-linux's ``unshare``, ``mount`` and ``setpriv`` do it.
 
 ``detect()`` says what this machine can enforce (``Isolation.line()`` is the line ``npformer
-grade`` prints); ``command()`` builds the ``bwrap`` command. Where there is no bubblewrap (or it
-cannot make namespaces here), a learner's own workspace is graded with the same processes and
-limits but no walls, and the line says so.
-
-Inside the sandbox, each learner's process also gets resource limits (``limiter``): address
-space, CPU seconds, file size, open files, processes.
+grade`` prints); ``command()`` builds the command. Without bubblewrap a learner's own workspace
+is graded with the same processes and limits but no walls (``unwalled_command``), and the line
+says so. Inside, each learner's process sets its own limits (``limiter``) and a second filter
+(``no_new_processes``) before it loads the learner's files.
 """
 from __future__ import annotations
 
@@ -30,22 +31,22 @@ import functools
 import glob
 import os
 import shutil
-import signal
+import stat
 import subprocess
 import sys
 import sysconfig
 import tempfile
-import threading
-import time
 from dataclasses import dataclass
 
 GIB, MIB = 1 << 30, 1 << 20
 TIMEOUT = 120.0                  # seconds of its own computing one exercise may take (``--timeout``)
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4          # prctl(2) options
-BUILD_AT, SUBMISSION_AT, SCRATCH_AT = "/grading", "/submission", "/scratch"   # where the sandbox sees them
+BUILD_AT, SUBMISSION_AT = "/grading", "/submission"   # where the sandbox sees them
+UNPRIVILEGED = 65534             # nobody: the uid and gid a root grader's sandboxes run as
+FILE_SIZE = 64 * MIB             # bytes of one file a learner's process writes, where it can write
 NAMESPACES = "user, pid, net, ipc, uts, mount namespaces"
-# what the learner's code may not do even inside its namespaces (refused with EPERM)
+# what the code inside may not do even in its namespaces (refused with EPERM)
 DENIED = ("socket", "socketpair", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+          "pidfd_open", "pidfd_send_signal",
           "shmget", "shmat", "msgget", "msgsnd", "msgrcv", "semget", "semop", "semtimedop",
           "mq_open", "mq_timedsend", "mq_timedreceive", "mq_notify", "keyctl", "add_key", "request_key",
           "perf_event_open", "bpf", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
@@ -56,26 +57,27 @@ TIOCSTI = 0x5412                                  # ioctl that types into a term
 CLONE_THREAD = 0x00010000
 # what a learner's process may not do besides (the zygote forks them): start a process or run a program
 NO_PROCESSES = ("fork", "vfork", "execve", "execveat")
+INSIDE = {"HOME": "/", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1",
+          "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+          "NPFORMER_TRACK": "plain", "PATH": "/usr/bin"}
+OUTSIDE = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}     # bubblewrap's own
 
 
 @dataclass(frozen=True)
 class Limits:
     """The limits of one learner's process: ``memory`` bytes of address space, ``cpu`` and
-    ``wall`` seconds, ``output`` bytes kept of what it prints, ``file_size`` bytes per file it
-    writes, ``files`` open at once, ``processes`` it may start (threads included), ``scratch``
-    bytes of its writable scratch folder."""
+    ``wall`` seconds, ``output`` bytes kept of what it prints, ``files`` open at once,
+    ``processes`` (threads: it may start no process) beside those its user already runs."""
 
     memory: int = 4 * GIB
     cpu: float = 300.0
     wall: float = TIMEOUT
     output: int = 256 * 1024
-    file_size: int = 64 * MIB
     files: int = 256
     processes: int = 32
-    scratch: int = 256 * MIB
 
     def __post_init__(self):
-        for name in ("memory", "cpu", "wall", "output", "file_size", "files", "processes", "scratch"):
+        for name in ("memory", "cpu", "wall", "output", "files", "processes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"{name}: expected a positive number, got {value!r}")
@@ -96,10 +98,12 @@ class Isolation:
         if self.bwrap is None:
             return f"isolation: none ({self.why_not}): the code runs as you, with limits only"
         filtered = "seccomp" if self.seccomp else "no seccomp (pip install pyseccomp)"
-        return f"isolation: bubblewrap ({NAMESPACES}), {filtered}"
+        runs_as = ", as nobody" if os.geteuid() == 0 else ""
+        return f"isolation: bubblewrap ({NAMESPACES}{runs_as}), {filtered}"
 
 
-def _seccomp_module():
+def seccomp_module():
+    """pyseccomp, once it has shown it can build a filter here; else None."""
     try:
         import pyseccomp
         pyseccomp.SyscallFilter(pyseccomp.ALLOW)
@@ -110,16 +114,18 @@ def _seccomp_module():
 
 @functools.lru_cache(maxsize=None)
 def detect():
-    """The ``Isolation`` this machine offers (probed once per process)."""
-    seccomp = _seccomp_module() is not None
+    """The ``Isolation`` this machine offers (probed once per process, as the sandboxes start)."""
+    seccomp = seccomp_module() is not None
     if not sys.platform.startswith("linux"):
         return Isolation(None, False, f"bubblewrap needs Linux, this is {sys.platform}")
     found = shutil.which("bwrap")
     if found is None:
         return Isolation(None, seccomp, "bubblewrap is not installed: apt install bubblewrap")
-    probe = subprocess.run([found, "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
-                            "--die-with-parent", "--ro-bind", "/", "/", "--", sys.executable, "-I", "-S", "-c", ""],
-                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if os.geteuid() == 0 and not all(shutil.which(tool) for tool in ("unshare", "mount", "setpriv")):
+        return Isolation(None, seccomp, "graded as root, util-linux's unshare, mount and setpriv are needed")
+    python = os.path.realpath(sys.executable)
+    probe = subprocess.run(launcher(_bwrap(found) + _python_view() + ["--", python, "-I", "-S", "-c", ""]),
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL, env=OUTSIDE)
     if probe.returncode != 0:
         said = (probe.stderr.strip().splitlines() or ["no message"])[-1][:200]
         return Isolation(None, seccomp, f"bubblewrap cannot make namespaces here: {said}")
@@ -130,7 +136,7 @@ def no_new_processes():
     """In a learner's process (once forked): from now on it cannot start a process or run a
     program; threads it may still start (``clone`` with CLONE_THREAD; ``clone3`` says it is not
     there, and the C library falls back to ``clone``). False where no filter can be built."""
-    seccomp = _seccomp_module()
+    seccomp = seccomp_module()
     if seccomp is None:
         return False
     rules = seccomp.SyscallFilter(seccomp.ALLOW)
@@ -144,7 +150,7 @@ def no_new_processes():
 
 def seccomp_file():
     """An open file holding the compiled filter (``DENIED``, and TIOCSTI), for ``--seccomp``."""
-    seccomp = _seccomp_module()
+    seccomp = seccomp_module()
     rules = seccomp.SyscallFilter(seccomp.ALLOW)
     for name in DENIED:
         try:
@@ -192,24 +198,25 @@ def third_party():
     return {site: sorted(paths) for site, paths in kept.items()}
 
 
-def _system_binds():
-    """Binds of the system's libraries: /usr, and the top folders that are links into it."""
+def _python_view():
+    """bwrap arguments of the system's libraries and this Python: /usr, the top folders that
+    are links into it, Python's home."""
     args = ["--ro-bind", "/usr", "/usr"]
     for top in ("/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin"):
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
+    python_home = os.path.realpath(sys.base_prefix)
+    if not python_home.startswith("/usr" + os.sep):
+        args += ["--ro-bind", python_home, python_home]
     return args + ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
 
 
-def view(build, workspace):
+def view(build, submission):
     """(bwrap arguments of the file system view, the learner's ``sys.path``)."""
-    python_home = os.path.realpath(sys.base_prefix)
-    args = _system_binds()
-    if not python_home.startswith("/usr" + os.sep):
-        args += ["--ro-bind", python_home, python_home]
-    bound = ("/usr", python_home)
+    args = _python_view()
+    bound = ("/usr", os.path.realpath(sys.base_prefix))
     packages = third_party()
     for site_dir in _site_dirs():                  # hidden, whatever they hold, npformer included
         if site_dir.startswith(bound) and os.path.isdir(site_dir):
@@ -219,49 +226,88 @@ def view(build, workspace):
             args += ["--dir", site_dir]
         for path in paths:
             args += ["--ro-bind", path, path]
-    installed = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    installed = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if installed.startswith(bound) and not any(installed.startswith(s + os.sep) for s in _site_dirs()):
         args += ["--tmpfs", installed]
-    args += ["--ro-bind", build, BUILD_AT, "--ro-bind", workspace, SUBMISSION_AT]
+    args += ["--ro-bind", build, BUILD_AT, "--ro-bind", submission, SUBMISSION_AT]
     return args, [BUILD_AT] + list(packages)
 
 
-def command(isolation, build, workspace, limits, seccomp_fd, program):
-    """The ``bwrap`` command that runs ``program`` (a Python source text) in a sandbox seeing
-    ``build`` and ``workspace``; ``seccomp_fd``: the filter's descriptor, or None."""
-    binds, path = view(build, workspace)
-    python = os.path.realpath(sys.executable)
-    environment = {"HOME": SCRATCH_AT, "TMPDIR": SCRATCH_AT, "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8",
-                   "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                   "NPFORMER_TRACK": "plain", "PATH": "/usr/bin"}
-    args = [isolation.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
-            "--die-with-parent", "--new-session", "--clearenv"]
-    for name, value in environment.items():
+def _bwrap(executable):
+    """The namespaces and privileges part of a bwrap command."""
+    return [executable, "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
+            "--as-pid-1", "--die-with-parent", "--new-session", "--clearenv"]
+
+
+def command(isolation, build, submission, seccomp_fd, program):
+    """The command that runs ``program`` (a Python source text) in a sandbox seeing ``build``
+    and ``submission``; ``seccomp_fd``: the filter's descriptor, or None."""
+    binds, path = view(build, submission)
+    args = _bwrap(isolation.bwrap)
+    for name, value in INSIDE.items():
         args += ["--setenv", name, value]
-    args += binds + ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
-                     "--size", str(int(limits.scratch)), "--tmpfs", SCRATCH_AT, "--remount-ro", "/",
-                     "--chdir", SCRATCH_AT]
+    args += binds + ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--remount-ro", "/",
+                     "--chdir", "/"]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     boot = f"import sys; sys.path[:0] = {path!r}\n{program}"
-    return args + ["--", python, "-I", "-S", "-c", boot]
+    return launcher(args + ["--", os.path.realpath(sys.executable), "-I", "-S", "-c", boot])
 
 
-def unwalled_command(build, site_dirs, program):
-    """The same program without walls (no bubblewrap here): the build first on its path, then
-    ``site_dirs`` (no site module, so that no installed npformer comes first)."""
-    boot = f"import sys; sys.path[:0] = {[build] + list(site_dirs)!r}\n{program}"
-    return [os.path.realpath(sys.executable), "-I", "-S", "-c", boot]
+# -- graded as root: bubblewrap as nobody --------------------------------------------------------
+STAGE = """uid=$1 n=$2; shift 2
+while [ "$n" -gt 0 ]; do mount --bind -o ro "$1" "$2" || exit 125; shift 2; n=$((n - 1)); done
+exec setpriv --reuid="$uid" --regid="$uid" --clear-groups --inh-caps=-all -- "$@"
+"""
 
 
-def unwalled_environment(scratch):
-    """The few variables a learner's process gets where no sandbox clears the rest."""
-    return {"HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8",
-            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "NPFORMER_TRACK": "plain",
-            "PATH": os.environ.get("PATH", "/usr/bin")}
+def _reachable(path):
+    """True when a user with no rights of its own may enter every folder on ``path``'s way."""
+    folder = os.path.dirname(os.path.realpath(path))
+    while True:
+        if not os.stat(folder).st_mode & stat.S_IXOTH:
+            return False
+        if folder == os.sep:
+            return True
+        folder = os.path.dirname(folder)
 
 
-# -- inside: the process's own limits ------------------------------------------------------------
+_STAGE = {}
+
+
+def staging_folder():
+    """A folder every user may enter, where the sources nobody cannot reach are mounted (in the
+    launcher's own mount namespace only; the host sees empty folders, removed at exit)."""
+    if "path" not in _STAGE:
+        import atexit
+        root = tempfile.mkdtemp(prefix="npformer-stage-")
+        os.chmod(root, 0o755)
+        owner = os.getpid()
+        atexit.register(lambda: os.getpid() == owner and shutil.rmtree(root, ignore_errors=True))
+        _STAGE["path"] = root
+    return _STAGE["path"]
+
+
+def launcher(argv):
+    """``argv`` (a bwrap command) as it is started: unchanged for an ordinary user; for root, as
+    ``UNPRIVILEGED``, each ``--ro-bind`` source it cannot reach first mounted where it can."""
+    if os.geteuid() != 0:
+        return argv
+    argv, pairs = list(argv), []
+    for i, word in enumerate(argv[:-1]):
+        if word in ("--ro-bind", "--ro-bind-try") and os.path.exists(argv[i + 1]) and not _reachable(argv[i + 1]):
+            staged = os.path.join(staging_folder(), str(len(pairs)))
+            if os.path.isdir(argv[i + 1]):              # a mount point of the source's kind
+                os.makedirs(staged, mode=0o755, exist_ok=True)
+            else:
+                open(staged, "a").close()
+            pairs += [argv[i + 1], staged]
+            argv[i + 1] = staged
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", STAGE, "sh",
+            str(UNPRIVILEGED), str(len(pairs) // 2)] + pairs + argv
+
+
+# -- inside: a process's own protections ---------------------------------------------------------
 def _libc():
     """The C library (for prctl), or None where it cannot be loaded."""
     try:
@@ -272,27 +318,19 @@ def _libc():
         return None
 
 
+PR_SET_DUMPABLE = 4                               # prctl(2)
+
+
 def private():
-    """Make this process non-dumpable: another process of the same user (a learner's) can no
-    longer trace it or read its memory. Linux only; True when it took effect."""
+    """Make this process non-dumpable: another process of the same user can no longer trace
+    it or read its memory. Linux only; True when it took effect."""
     libc = _libc()
     return libc is not None and libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
 
 
-def dies_with_parent():
-    """The function a child runs before its program (``preexec_fn``) so that it is killed
-    when the process that started it dies (Linux; elsewhere it does nothing)."""
-    libc = _libc()
-
-    def apply():
-        if libc is not None:
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    return apply
-
-
 def tasks(uid=None):
-    """How many processes and threads the user ``uid`` (default: ours) runs in this PID
-    namespace, as RLIMIT_NPROC counts them; None where /proc cannot tell."""
+    """How many processes and threads the user ``uid`` (default: ours) runs, as RLIMIT_NPROC
+    counts them, as far as /proc shows; None where /proc cannot tell."""
     uid = os.getuid() if uid is None else uid
     try:
         names = [n for n in os.listdir("/proc") if n.isdigit()]
@@ -312,8 +350,9 @@ def tasks(uid=None):
 
 def limiter(limits):
     """Set ``limits`` on this process (a learner's, just forked): address space, CPU seconds
-    (SIGXCPU first, then SIGKILL), file size, open files, processes (what runs now plus
-    ``limits.processes``), no core dumps."""
+    (SIGXCPU first, then SIGKILL), open files, processes (what runs now plus
+    ``limits.processes``), ``FILE_SIZE`` per file written (without walls: inside, nothing is
+    writable), no core dumps."""
     import resource
 
     def cap(kind, value, spare=0):
@@ -323,69 +362,9 @@ def limiter(limits):
         resource.setrlimit(kind, (value, top))
     cap(resource.RLIMIT_AS, limits.memory)
     cap(resource.RLIMIT_CPU, max(1, int(limits.cpu)), spare=2)
-    cap(resource.RLIMIT_FSIZE, limits.file_size)
     cap(resource.RLIMIT_NOFILE, limits.files)
+    cap(resource.RLIMIT_FSIZE, FILE_SIZE)
     running = tasks()
     if running is not None:
         cap(resource.RLIMIT_NPROC, running + limits.processes)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
-def session_members(sid):
-    """The pids of the live processes of session ``sid`` (read from /proc; [] elsewhere)."""
-    found = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
-                fields = f.read().rpartition(")")[2].split()
-        except OSError:
-            continue
-        # after the command's name: state, ppid, pgrp, session
-        if len(fields) > 3 and fields[0] != "Z" and int(fields[3]) == sid:
-            found.append(int(name))
-    return found
-
-
-def end_session(sid):
-    """Kill every process of session ``sid`` (where no PID namespace does it for us)."""
-    try:
-        os.killpg(sid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for _ in range(3):                       # a fork may land between reading /proc and killing
-        for pid in session_members(sid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if not session_members(sid):
-            break
-        time.sleep(0.05)
-
-
-# -- the judge's side ----------------------------------------------------------------------------
-class CappedReader(threading.Thread):
-    """Reads a pipe to its end, keeping the first ``cap`` bytes and counting the rest."""
-
-    def __init__(self, stream, cap):
-        super().__init__(daemon=True)
-        self.stream, self.cap, self.kept, self.dropped = stream, cap, bytearray(), 0
-
-    def run(self):
-        try:
-            while True:
-                chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
-                if not chunk:
-                    return
-                room = self.cap - len(self.kept)
-                if room > 0:
-                    self.kept += chunk[:room]
-                self.dropped += max(0, len(chunk) - max(room, 0))
-        except (OSError, ValueError):        # closed under it: the judge has moved on
-            return
