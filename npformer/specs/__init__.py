@@ -16,5 +16,5 @@ from . import (t01_embedding, t02_linear, t03_softmax, t04_attention, t05_rope, 
                t07_ffn, t08_norm, t09_block, t10_model, t11_loss, t12_generate, t13_kv_cache, t14_moe,
                t15_encoder, t16_cross_attention, t17_seq2seq, t18_flash_attention, t19_optim, training,
                t21_alibi)
-from .registry import (CAPABILITIES, CASES, CLAIMS, COMPONENTS, CONVENTIONS, CORNERS, EXERCISES,  # noqa: F401
-                       FITS, LAYERS, ORACLES, PROPERTIES, SPECS, Component, Exercise, Property, Spec, lookup, module_path, pair)
+from .registry import (CAPABILITIES, CASE_DIAGNOSES, CASES, CLAIMS, COMPONENTS, CONVENTIONS,  # noqa: F401
+                       CORNERS, EXERCISES, FACTORS, FAMILIES, FITS, MODULE_CONVENTIONS, LAYERS, ORACLES, PROPERTIES, SPECS, Component, Exercise, Property, Spec, lookup, module_path, pair)

@@ -21,13 +21,13 @@ from . import claims
 from .draw import Example, arrays, causal_options, head_groups, mask, normal, sampled, size, st
 from .facts import close, upstream, zero
 from .problems import shape
-from .registry import Spec, lookup, pair
+from .registry import Spec, lookup, original, pair
 
 spec = Spec("t04_attention.py")
 SOFTMAX = ("t03_softmax.softmax_forward", "t03_softmax.softmax_backward")  # what attention runs inside
 READERS = ("mask", "causal", "window")          # what decides which keys a query may read
 ROWS = "fully_masked_row"
-ADDITIVE_FILLS = ("-1e9", "-1e4", "-1e10")      # the finite values published code adds to masked scores
+ADDITIVE_FILLS = ("-1e9", "-1e4", "-1e10", "finfo.min")   # what published code adds to masked scores
 
 
 # -- inputs ------------------------------------------------------------------------------------
@@ -70,10 +70,15 @@ def grouped_attention_inputs(draw):
 def multi_head_forward(x, w_q, w_k, w_v, w_o, n_heads, mask=None, causal=False):
     """x [B, N, d] -> (out [B, N, d], cache): H = n_heads query heads of width D = d / H,
     H_kv = (columns of w_k) / D key/value heads, Wo = w_o; no biases."""
+    return _multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask, causal)
+
+
+def _multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask=None, causal=False, kernel=None):
+    """``multi_head_forward`` with the attention ``kernel`` given (npformer's by default)."""
     d = x.shape[-1]
     D = w_q.shape[1] // n_heads
     layer = lookup("t04_attention.MultiHeadAttention")(d, n_heads, w_k.shape[1] // D, rng=np.random.default_rng(0),
-                                                        dtype=x.dtype, causal=causal)
+                                                        dtype=x.dtype, causal=causal, kernel=kernel)
     layer.qkv.weight.data[...] = np.concatenate([w_q, w_k, w_v], axis=1)
     layer.out.weight.data[...] = w_o
     out, cache = layer.forward(x, mask)
@@ -135,8 +140,10 @@ def multi_head_corners(rng):
     args = (normal(rng, B, N, d), normal(rng, d, H * D), normal(rng, d, H_kv * D), normal(rng, d, H_kv * D),
             normal(rng, H * D, d), H)
     pad = (np.arange(N)[None, :] < np.array([[3], [4]]))[:, None, None, :]
+    left = (np.arange(N)[None, :] >= np.array([[1], [0]]))[:, None, None, :]   # the first query reads nothing
     names = ("x", "w_q", "w_k", "w_v", "w_o", "n_heads")
-    return [Example(names, args, {"mask": pad, "causal": True}), Example(names, args, {"mask": None, "causal": False})]
+    return [Example(names, args, {"mask": pad, "causal": True}), Example(names, args, {"mask": None, "causal": False}),
+            Example(names, args, {"mask": left, "causal": True})]
 
 
 # -- facts --------------------------------------------------------------------------------------
@@ -256,11 +263,10 @@ def multi_head_attention_is_permutation_equivariant(subject, example):
 
 
 # -- conventions: what a fully masked row gives, an additive mask ---------------------------------
-def _rows_filled(name, fill):
-    """The reference of ``name`` with a query that reads nothing given ``fill``: NaN, or the
-    mean of the values (every key weighted alike, as a finite fill of the scores gives)."""
-    forward, backward = pair(f"t04_attention.{name}_forward", f"t04_attention.{name}_backward")
-
+def _rows_filled(forward, backward, fill):
+    """``forward``, ``backward`` (attention, grouped or not) with a query that reads nothing given
+    ``fill``: NaN, or the mean of the values (every key weighted alike, as a finite fill of the
+    scores gives)."""
     def filled_forward(q, k, v, mask=None, scale=None, causal=False, window=None):
         options = {"mask": mask, "scale": scale, "causal": causal, "window": window}
         out, cache = forward(q, k, v, **options)
@@ -308,11 +314,82 @@ def _additive(fill):
     return additive_forward, additive_backward
 
 
+def _unscaled(forward):
+    """``forward`` whose scores are not scaled unless a scale is given (T5's attention: the
+    1/sqrt(D) is folded into the initialisation of W_q)."""
+    def unscaled_forward(q, k, v, mask=None, scale=None, causal=False, window=None):
+        return forward(q, k, v, mask, 1.0 if scale is None else scale, causal, window)
+    return unscaled_forward
+
+
+def fill_value(said):
+    """The number an additive mask of ``said`` ("additive -1e9", "additive finfo.min") adds."""
+    text = said.split()[-1]
+    return float(np.finfo(np.float64).min) if text == "finfo.min" else float(text)
+
+
+def attention_convention(name, said):
+    """Attention (``name``: "attention" or "grouped_attention") under ``said``: a fully masked
+    row's ``fully_masked_row`` ("mean of values" or "nan"), or the ``mask`` added to the scores
+    ("additive -1e9" ... "additive finfo.min", Hugging Face's); and its ``scale`` ("none": T5's,
+    folded into W_q). The fill of a fully masked row and an additive mask both say what such a
+    row reads: not together."""
+    if ROWS in said and "mask" in said:
+        return None
+    if "mask" in said:
+        forward, backward = _additive(fill_value(said["mask"]))
+    else:
+        forward, backward = pair(f"t04_attention.{name}_forward", f"t04_attention.{name}_backward")
+    if ROWS in said:
+        forward, backward = _rows_filled(forward, backward, "nan" if said[ROWS] == "nan" else "mean")
+    if said.get("scale") == "none":
+        forward = _unscaled(forward)
+    return forward, backward
+
+
+CONVENTION_AXES = {ROWS: ("mean of values", "nan"), "mask": tuple(f"additive {f}" for f in ADDITIVE_FILLS),
+                   "scale": ("none",)}
 for _name in ("attention", "grouped_attention"):
-    spec.convention(_name, {ROWS: "mean of values"}, functools.partial(_rows_filled, _name, "mean"))
-    spec.convention(_name, {ROWS: "nan"}, functools.partial(_rows_filled, _name, "nan"))
-    for _fill in ADDITIVE_FILLS:
-        spec.convention(_name, {"mask": f"additive {_fill}"}, functools.partial(_additive, float(_fill)))
+    spec.conventions(_name, CONVENTION_AXES, functools.partial(attention_convention, _name))
+
+
+class _Kernel:
+    """An attention kernel for ``MultiHeadAttention`` made of a (forward, backward) pair."""
+
+    name = "convention"
+
+    def __init__(self, forward, backward):
+        self._forward, self._backward = forward, backward
+
+    def forward(self, q, k, v, mask=None, causal=False, window=None):
+        return self._forward(q, k, v, mask, None, causal, window)
+
+    def backward(self, d_out, cache):
+        return self._backward(d_out, cache)
+
+
+def multi_head_convention(said):
+    """Multi-head attention whose kernel is grouped attention under ``said`` (the same axes)."""
+    found = attention_convention("grouped_attention", said)
+    if found is None:
+        return None
+    kernel = _Kernel(*found)
+
+    def convention_forward(x, w_q, w_k, w_v, w_o, n_heads, mask=None, causal=False):
+        return _multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask, causal, kernel)
+    return convention_forward, multi_head_backward
+
+
+spec.conventions("multi_head_attention", CONVENTION_AXES, multi_head_convention)
+
+
+def unscaled_in_modules(chosen):
+    """Every attention of a block or model without the 1/sqrt(D) (T5's)."""
+    return {"npformer.t04_attention.grouped_attention_forward":
+            _unscaled(original("t04_attention.grouped_attention_forward"))}
+
+
+spec.module_convention({"scale": "none"}, lambda kind, config: not kind.endswith("_mlp"), unscaled_in_modules)
 
 
 # -- what the scope words mean here ------------------------------------------------------------------
@@ -324,8 +401,16 @@ for _name in ("attention", "grouped_attention"):
         lambda args, options: bool(allowed(Example(("q", "k", "v"), tuple(args[:3]), options)).any(axis=-1).all()))
 spec.capability("multi_head_attention", "no_gqa")(lambda args, options: args[1].shape[1] == args[2].shape[1])
 spec.capability("multi_head_attention", "even_head_width")(lambda args, options: (args[1].shape[1] // args[5]) % 2 == 0)
-spec.capability("multi_head_attention", "no_fully_masked")(
-    lambda args, options: options.get("mask") is None or bool(np.asarray(options["mask"]).any(axis=-1).all()))
+@spec.capability("multi_head_attention", "no_fully_masked")
+def multi_head_reads_something(args, options):
+    """True when every query reads a key: the padding mask and the causal rule together."""
+    B, N = np.shape(args[0])[:2]
+    found = np.ones((B, 1, N, N), bool)
+    if options.get("mask") is not None:
+        found &= np.broadcast_to(options["mask"], found.shape)
+    if options.get("causal"):
+        found &= np.tril(np.ones((N, N), bool))
+    return bool(found.any(axis=-1).all())
 
 
 # -- gradient-check cases ------------------------------------------------------------------------

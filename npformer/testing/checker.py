@@ -17,25 +17,25 @@ from . import mistakes, properties, protocol, strategies
 from .compare import abs_tolerance, compare_tensor, data_scale, tolerance
 from .diagnosis import matching_mistakes, message_of, smallest_failure
 from .mistakes.registry import applicable
+from ..specs import FACTORS
 from ..specs.facts import precision as property_precision
 from .report import CheckResult, Failure
 from .scope import OutOfScope, Scope
 from .search import explore
+from .structure import candidates as structural
 from .subject import Subject, _same_value, describe_error
 
 VACUOUS_WITHOUT = {"no_fully_masked": ("no readable key", "nothing readable")}   # property texts
 
 
 def factors(component, example):
-    """{name: value} of the constant factors a gradient of this component must not lose."""
+    """{name: value} of the constant factors a gradient of this component must not lose: its
+    spec's (``spec.factors``), or 1/sqrt(D) for one whose queries are an input."""
+    if component in FACTORS:
+        return FACTORS[component](example)
     args = dict(zip(example.names, example.args))
     if "q" in args:
         return {"1/sqrt(D)": 1 / math.sqrt(args["q"].shape[-1])}
-    if component == "cross_entropy":
-        count = int((args["targets"] != -100).sum())
-        return {"1/count (the mean over counted targets)": 1 / max(count, 1)}
-    if "x" in args and component in ("layernorm", "rmsnorm"):
-        return {f"1/d (the mean over the {args['x'].shape[-1]} features)": 1 / args["x"].shape[-1]}
     return {}
 
 
@@ -54,9 +54,10 @@ class Checker:
             self.properties = []
         self.results, self.seen, self.ran, self._matches = {}, [], [], []
         self.raised = False
-        # the catalogue's mistakes are edits of npformer's own convention: not tried under another
-        found = mistakes.of_functions(self.component.functions) if variant is None else []
-        self.candidates, self.stale = applicable(found)
+        # a convention's reference is built on npformer's own functions where it can be: their
+        # catalogued mistakes apply under it too (where it is not, they change nothing)
+        self.candidates, self.stale = applicable(mistakes.of_functions(self.component.functions))
+        self.deferred = structural(self.component.functions)
         scope = subject.scope or Scope()
         corners = (scope.fit(self.component.name, scope.pin(c))
                    for c in strategies.corner_examples(self.component.name))
@@ -181,6 +182,12 @@ class Checker:
         found = matching_mistakes(self, [example] + self.seen + self.ran, outputs_only, two=True)
         self._matches.append((example, outputs_only, found))     # the example is kept alive with it
         return found
+
+    def structural_matches(self, example, outputs_only):
+        """``matches`` among the structural candidates (``structure``), asked only when the
+        catalogue leaves a failure unexplained."""
+        return matching_mistakes(self, [example] + self.seen + self.ran, outputs_only,
+                                 candidates=self.deferred)
 
     def reference_outcome(self, example):
         """The reference's results on ``example``: what the implementation is compared on

@@ -124,13 +124,14 @@ def judge(entry):
     from npformer.exercises.grader import Outcome, _failing_function, _named_function
     from npformer.exercises.report import describe_run, format_outcome
     from npformer.exercises.verdict import judge_exercise
+    from npformer.testing.computation import Patched
     exercise = catalog.find(entry["exercise"])
     forward = entry["spec"] not in exercise.backward
     start = time.process_time()
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         patches = learner_patches(exercise, entry["spec"], entry["body"], forward)
-        result = judge_exercise(exercise, patches)
+        result = judge_exercise(exercise, Patched(patches))
     status, lines = describe_run(exercise, result, 0, [], None, 120.0)
     first = _named_function(exercise, result) or _failing_function(exercise, result)
     report = format_outcome(Outcome(exercise, status, lines, first=first))
