@@ -56,14 +56,22 @@ class Checker:
         self.raised = False
         # a convention's reference is built on npformer's own functions where it can be: their
         # catalogued mistakes apply under it too (where it is not, they change nothing)
-        self.candidates, self.stale = applicable(mistakes.of_functions(self.component.functions))
-        self.deferred = structural(self.component.functions)
+        functions = self.component.functions if variant is None else self.concept_functions()
+        self.candidates, self.stale = applicable(mistakes.of_functions(functions))
+        self.deferred = structural(functions)
         scope = subject.scope or Scope()
         corners = (scope.fit(self.component.name, scope.pin(c))
                    for c in strategies.corner_examples(self.component.name))
         self.corners = [c for c in corners if subject.can_run(c)]
         draw = self.component.draw.map(scope.pin) if scope.pinned else self.component.draw
         self.strategy = draw.filter(subject.can_run) if subject.untaken or scope.lacks else draw
+
+    def concept_functions(self):
+        """The functions of every component of this one's concept: what a convention's reference
+        may run instead of the component's own (tanh GELU for GELU)."""
+        found = [f for c in catalogue.COMPONENTS.values() if c.concept == self.component.concept
+                 for f in c.functions]
+        return tuple(dict.fromkeys(self.component.functions + tuple(found)))
 
     def vacuous(self, prop):
         """True when the implementation takes none of the options the property is about (an

@@ -231,7 +231,8 @@ class _Attempt:
                     if not any(c.kind == "output" for c in under.failures):
                         under.notes.append("your forward agrees under this convention; what differs is not one")
                         return under
-                elif examples and not _named(report) and matching_mistakes(checker, examples[:1], outputs_only=True):
+                elif variant is None and examples and not _named(report) and \
+                        matching_mistakes(checker, examples[:1], outputs_only=True):    # an option's: cheap
                     under = self(precision, said, variant)
                     if _named(under):
                         return under
