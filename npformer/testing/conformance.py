@@ -213,9 +213,9 @@ class _Attempt:
     def forward_follows(self, report, conventions, precision):
         """The report under the first convention the code's forward follows, or None: one whose
         reference computes what the code computes on every example ``report``'s outputs failed
-        on (what still differs under it is no convention), or one under which a catalogued
-        mistake does (the code follows it, and makes that mistake: named when it explains every
-        failure there). None when no output failed."""
+        on (what still differs under it is no convention), or an option convention (RoPE's
+        layout) under which a catalogued mistake does (the code follows it, and makes that
+        mistake: named when it explains every failure there). None when no output failed."""
         failed = [c.failure.example for c in report.failures if c.kind == "output" and c.failure.example is not None
                   and not c.failure.message.startswith("your implementation raised")]   # an error is no convention's
         if not failed:
