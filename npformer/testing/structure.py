@@ -25,24 +25,30 @@ import numpy as np
 
 from .patching import ROOT, reference, resolve
 
-FACTORS = {                     # factor: (what it says of the gradients it scales, how to re-check)
+def _per_head(power):
+    """The factor sqrt(D) ** power of an attention gradient [B, H, N, D] (1 for any other)."""
+    return lambda out: np.sqrt(out.shape[-1]) ** power if out.ndim == 4 else 1.0
+
+
+FACTORS = {                     # what changes: (the factor, what it says, the line to re-check)
     "negated": (lambda out: -1.0, "a sign flip: {names} {have} the wrong sign", "the sign of each term"),
-    "doubled": (lambda out: 2.0, "{names} {are} twice the right value: a term counted twice?",
-                "each term once"),
+    "doubled": (lambda out: 2.0, "{names} {are} twice the right value: a term counted twice?", "each term once"),
     "halved": (lambda out: 0.5, "{names} {are} half the right value", "the constant factors"),
-    "without 1/sqrt(D)": (lambda out: np.sqrt(out.shape[-1]) if out.ndim == 4 else 1.0, "{names} {lack} the factor 1/sqrt(D) of the scores",
+    "without 1/sqrt(D)": (_per_head(1), "{names} {lack} the factor 1/sqrt(D) of the scores",
                           "scores = q k^T / sqrt(D): d_q and d_k carry 1/sqrt(D)"),
-    "1/sqrt(D) twice": (lambda out: 1 / np.sqrt(out.shape[-1]) if out.ndim == 4 else 1.0, "{names} {carry} the factor 1/sqrt(D) twice",
+    "1/sqrt(D) twice": (_per_head(-1), "{names} {carry} the factor 1/sqrt(D) twice",
                         "scores = q k^T / sqrt(D): d_q and d_k carry 1/sqrt(D) once"),
 }
-VERBS = {"{have}": ("has", "have"), "{are}": ("is", "are"), "{lack}": ("lacks", "lack"), "{carry}": ("carries", "carry")}
+VERBS = {"{have}": ("has", "have"), "{are}": ("is", "are"), "{lack}": ("lacks", "lack"),
+         "{carry}": ("carries", "carry")}
 SUBSETS_UP_TO = 3               # returned gradients a factor may be applied to together (all subsets)
 
 
 @dataclass(frozen=True)
 class Structural:
     """A change of what npformer's ``function`` (a path under npformer) returns: named, said and
-    re-checked like a catalogued ``Mistake``; ``change(returned, call)`` gives the wrong value."""
+    re-checked like a catalogued ``Mistake``; ``change(original, args, kwargs)`` calls npformer's
+    function and gives the wrong value."""
 
     name: str
     function: str

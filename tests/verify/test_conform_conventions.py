@@ -99,7 +99,8 @@ def filled_attention(fill="masked_fill -1e9", scaled=True, slip=None):
     or ``fill`` "additive finfo.min" (Hugging Face's additive mask of the dtype's minimum: such a
     row is uniform too, but the softmax's gradient still reaches its scores), "additive -inf" (a
     row with nothing to read is NaN), "additive -1e9" (such a row weighted by its scores) or
-    "zero" (npformer's choice: it reads nothing); ``scaled=False``: T5's attention, no 1/sqrt(D) (it lives in the initialisation).
+    "zero" (npformer's choice: it reads nothing); ``scaled=False``: T5's attention, no 1/sqrt(D)
+    (it lives in the initialisation).
     Every head its own keys, the queries the last N of M positions."""
     def forward(q, k, v, mask=None, causal=False):
         B, H, N, D = q.shape
@@ -295,8 +296,9 @@ def gptj_rotary(slip=None):
 
     def backward(d_out, cache):
         cos, sin = cache
-        turn = 1 if slip == "turned forward again" else -1
-        return d_out * cos + turn * rotate_every_two(d_out * (sin if turn == -1 else 1)) * (1 if turn == -1 else sin), None
+        if slip == "turned forward again":
+            return d_out * cos + rotate_every_two(d_out) * sin, None
+        return d_out * cos - rotate_every_two(d_out * sin), None      # rotate_every_two^T = -rotate_every_two
     return forward, backward
 
 
@@ -368,7 +370,8 @@ COMPONENT_CASES = {
                      {"scale": "none", "fully_masked_row": "mean of values"}, "d_q and d_k returned swapped", None),
     "annotated-multi-head": ("multi_head_attention", annotated_multi_head, {},
                              {"fully_masked_row": "mean of values"}, "W_q's gradient from d_k", None),
-    "folded-scale-multi-head": ("multi_head_attention", annotated_multi_head, {"fill": "additive -inf", "scaled": False},
+    "folded-scale-multi-head": ("multi_head_attention", annotated_multi_head,
+                                {"fill": "additive -inf", "scaled": False},
                                 {"scale": "none", "fully_masked_row": "nan"}, "W_q's gradient from d_k", None),
     "vaswani-embedding": ("embedding", vaswani_embedding, {}, {"scale": "sqrt(d)"}, "gradient not scaled", None),
     "gemma-geglu": ("swiglu", geglu, {}, {"gate": "gelu_tanh"}, "gate's slope as sigmoid's", None),
@@ -436,7 +439,8 @@ N_HEADS, D_MODEL = 4, 16
 
 
 def _layernorm(p, x, unbiased=False):
-    centred = x - Var(x.data.mean(-1, keepdims=True)) if False else x - _mean(x)
+    """nn.LayerNorm over a params dict {"weight", "bias"}; ``unbiased``: torch.var's default."""
+    centred = x - _mean(x)
     var = _mean(centred * centred)
     if unbiased:
         var = var * (x.data.shape[-1] / (x.data.shape[-1] - 1))
@@ -494,7 +498,8 @@ def gpt2_block(residual="sequential", unbiased=False, fused="q|k|v", slip=None):
 
 
 NEOX_MAP = {**{k: v for k, v in GPT2_BLOCK_MAP.items() if not k.startswith("attn.c_attn")},
-            "attn.c_attn.weight": ("attn.qkv.weight", "T", "per_head"), "attn.c_attn.bias": ("attn.qkv.bias", "per_head")}
+            "attn.c_attn.weight": ("attn.qkv.weight", "T", "per_head"),
+            "attn.c_attn.bias": ("attn.qkv.bias", "per_head")}
 
 
 def _rotate_every_two(a):
