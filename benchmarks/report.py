@@ -6,7 +6,55 @@ import statistics
 from benchmarks import specs
 from benchmarks.growth_report import growth_section
 from benchmarks.tables import MIB, NAMES, SHORT, VARIANTS, md_table, ms, reference_peak
-from benchmarks.targets import targets_section
+from benchmarks.targets import TRAIN_STEP, best_fast, targets_section
+
+def step_rows(setting):
+    """The training step of the targets, one row per config (what the issue's table shows)."""
+    peak = reference_peak(setting)
+    rows = []
+    for config, measured in setting["configs"].items():
+        result = measured.get(TRAIN_STEP)
+        if not result:
+            continue
+        med = result["median"]
+        flops = 3 * specs.forward_flops(specs.CONFIGS[config])
+        _, best = best_fast(med)
+        torch = med.get("torch")
+        row = [config] + [ms(med[n]) if n in med else "-" for n in ("plain", "fast", "pinned", "torch")]
+        row += [f"{best / torch:.2f}x" if torch else "-",
+                f"{med['plain'] / torch:.2f}x" if torch and "plain" in med else "-",
+                f"{100 * flops / best / 1e9 / peak:.0f}%",
+                f"{flops / peak / 1e9 / torch:.2f}x" if torch else "-"]
+        rows.append(row)
+    return rows
+
+
+def step_section(results):
+    """The training step without the optimizer, per OpenBLAS setting: plain, fast (both ways
+    of using the cores) and PyTorch, the ratios and the share of numpy's GEMM peak."""
+    run = results["run"]
+    threads = run["threads"]
+    cores = f"{threads} core{'s' * (threads != 1)}"
+    out = ["## The training step: forward, mean cross-entropy, backward (no optimizer)", "",
+           f"{run['cpu']}, {run['cores']} cores, {threads} thread{'s' * (threads != 1)} per library. "
+           f"\"fast\": the fast "
+           f"track by itself (BLAS runs its own threads, the rest runs on the calling thread); "
+           f"\"fast, {threads} threads\": BLAS one thread per call and the fast kernels' row blocks "
+           f"on {cores} (`npformer train --threads {threads}`); \"best fast\": the quicker "
+           "of the two. \"share of GEMM peak\": the step's matmul GFLOP/s (a step counts 3 "
+           "forwards) at the best fast time, over numpy's square float32 GEMM peak; \"at the GEMM "
+           "peak\": the time of those matmuls alone at that peak, over PyTorch's: the lowest "
+           "ratio npformer could reach with this BLAS.", ""]
+    headers = ["config", "plain ms", "fast ms", f"fast, {threads} threads ms", "PyTorch ms",
+               "best fast / PyTorch", "plain / PyTorch", "share of GEMM peak", "at the GEMM peak / PyTorch"]
+    for setting in results["settings"]:
+        rows = step_rows(setting)
+        if not rows:
+            continue
+        out += [f"### OpenBLAS {setting['label']} ({setting['openblas']}): numpy's GEMM peak "
+                f"{reference_peak(setting):.0f} GFLOP/s", "", md_table(headers, rows), ""]
+    return out
+
 
 def worker_rows(setting):
     rows = []
@@ -139,6 +187,7 @@ def header_section(results):
 def render(results):
     """The whole report as Markdown."""
     out = header_section(results)
+    out += step_section(results)
     out += targets_section(results)
     for setting in results["settings"]:
         out += setting_section(setting)

@@ -8,7 +8,7 @@ how cost grows (sequence length and width sweeps), KV-cached decoding and attent
 alone (without the BLAS-one-thread worker); last, the peak RSS of a fresh process per
 (library, track, config), two at a time (likewise).
 A second setting (the environment's OpenBLAS variables, when it sets any) measures the
-training step and the forward (every worker) and the peak RSS.
+training step with and without the optimizer and the forward (every worker) and the peak RSS.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ LIBRARIES = (("fast", "npformer", "fast", ()), ("pinned", "npformer", "fast", ("
              ("plain", "npformer", "plain", ()), ("torch", "torch", "fast", ()))
 DEFAULT_WORKERS = ("fast", "pinned", "plain", "torch")
 TIMED_ONLY = ("pinned", "beside")   # timed on the configs; not in the sweeps nor the memory runs
-TARGET_WORKLOADS = ("train", "forward")
+TARGET_WORKLOADS = ("train_no_opt", "train", "forward")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
 """The targets of the fast track, each printed as met or NOT met with the measured figure.
 
 Defined for the fast track, 2 threads, each library in its own process, one run; judged
-under every OpenBLAS setting of the run ("unset" is the one the targets name).
+under every OpenBLAS setting of the run ("unset" is the one the targets name). The training
+step of the targets is the one without the optimizer (forward, mean cross-entropy,
+backward), and the fast track's time is its best way of using the cores: by itself (BLAS
+its own threads) or with BLAS one thread per call and its own blocks on every core.
 """
 from __future__ import annotations
 
@@ -9,24 +12,36 @@ from benchmarks import specs
 from benchmarks.tables import MIB, md_table, reference_peak
 
 TRAIN_TARGETS = {"tiny": 1.00, "small": 0.70, "medium": 0.70, "llama": 0.80}
+PLAIN_TARGETS = {"small": 2.00, "medium": 2.00, "llama": 2.00}
 FORWARD_TARGETS = {"small": 0.80, "medium": 0.80}
+TRAIN_STEP = "train_no_opt"           # the step the targets time: no optimizer
+FAST_WORKERS = ("fast", "pinned")     # the fast track's two ways of using the cores
 PEAK_SHARE_TARGET = ("medium", 0.65)
 
 
-def ratio_target(setting, kind, config, limit):
-    """(measured text, met) for "fast / PyTorch <= limit" on one workload."""
+def best_fast(medians):
+    """(worker name, seconds) of the fast track's quicker way of using the cores."""
+    name = min((n for n in FAST_WORKERS if n in medians), key=lambda n: medians[n])
+    return name, medians[name]
+
+
+def ratio_target(setting, kind, config, limit, worker=None):
+    """(measured text, met) for "npformer / PyTorch <= limit" on one workload: the best fast
+    worker's time, or ``worker``'s."""
     result = setting["configs"].get(config, {}).get(kind)
-    if not result or "torch" not in result["median"]:
+    if not result or "torch" not in result["median"] or (worker and worker not in result["median"]):
         return "not measured", None
-    ratio = result["median"]["fast"] / result["median"]["torch"]
+    medians = result["median"]
+    seconds = medians[worker] if worker else best_fast(medians)[1]
+    ratio = seconds / medians["torch"]
     return f"{ratio:.2f}x", ratio <= limit
 
 
 def peak_share_target(setting, config, share):
-    result = setting["configs"].get(config, {}).get("train")
+    result = setting["configs"].get(config, {}).get(TRAIN_STEP)
     if not result:
         return "not measured", None
-    achieved = 3 * specs.forward_flops(specs.CONFIGS[config]) / result["median"]["fast"] / 1e9
+    achieved = 3 * specs.forward_flops(specs.CONFIGS[config]) / best_fast(result["median"])[1] / 1e9
     fraction = achieved / reference_peak(setting)
     return f"{100 * fraction:.0f}% ({achieved:.0f} of {reference_peak(setting):.0f} GFLOP/s)", fraction >= share
 
@@ -53,8 +68,11 @@ def same_code_spread(settings):
 def target_rows():
     """[(description, function(setting) -> (measured, met))] in the order of the issue."""
     rows = [(f"training step {c}: fast <= {limit:.2f}x PyTorch",
-             lambda s, c=c, limit=limit: ratio_target(s, "train", c, limit))
+             lambda s, c=c, limit=limit: ratio_target(s, TRAIN_STEP, c, limit))
             for c, limit in TRAIN_TARGETS.items()]
+    rows += [(f"training step {c}: plain <= {limit:.2f}x PyTorch",
+              lambda s, c=c, limit=limit: ratio_target(s, TRAIN_STEP, c, limit, worker="plain"))
+             for c, limit in PLAIN_TARGETS.items()]
     rows += [(f"forward alone {c}: fast <= {limit:.2f}x PyTorch",
               lambda s, c=c, limit=limit: ratio_target(s, "forward", c, limit))
              for c, limit in FORWARD_TARGETS.items()]
@@ -83,7 +101,9 @@ def targets_section(results):
             measured, met = judge(s)
             row += [measured, verdict(met)]
         rows.append(row)
-    out = ["## Targets (fast track, each library in its own process, this run)", ""]
+    out = ["## Targets (fast track, each library in its own process, this run)", "",
+           "The training step: forward, mean cross-entropy, backward, no optimizer; \"fast\" is "
+           "the quicker of the fast track by itself and with BLAS one thread per call.", ""]
     if results["run"]["threads"] != 2:
         out += [f"The targets are defined at 2 threads; this run used {results['run']['threads']}.", ""]
     twins = {s["workers"]["fast"]["fast_twins"] for s in settings}

@@ -39,10 +39,11 @@ class NpformerSteps:
     def train_no_opt(self):
         """Zero the gradients, forward, cross-entropy, backward."""
         from npformer import cross_entropy_backward, cross_entropy_forward
-        self.model.zero_grad()
+        self.optimizer.zero_grad()          # as PyTorch's reference does: the optimizer's list
         logits, cache = self.model.forward(self.ids)
         loss, loss_cache = cross_entropy_forward(logits, self.targets)
-        self.cache_bytes = cache.nbytes + loss_cache.nbytes
+        if not self.cache_bytes:        # walking the caches is not part of a step: the first only
+            self.cache_bytes = cache.nbytes + loss_cache.nbytes
         d_logits, _ = cross_entropy_backward(1.0, loss_cache)
         del logits, loss_cache          # free the [B, N, V] tables before the backward
         self.model.backward(d_logits, cache)

@@ -129,7 +129,7 @@ def attention_backward(d_merged, cache):
 
 def gelu_forward(x):
     """x -> (0.5 x (1 + tanh(c (x + a x^3))), cache): GPT-2's tanh form of GELU."""
-    t = np.tanh(GELU_C * (x + GELU_A * x ** 3))
+    t = np.tanh(GELU_C * (x + GELU_A * x * x * x))
     return 0.5 * x * (1 + t), (x, t)
 
 

@@ -1,5 +1,8 @@
 """Turning a judge's result into a verdict and the lines a learner reads.
 
+An exercise is done only when every check it lists ran and passed (``missing`` lists those
+a result lacks): a process that answers nothing is failing, never done.
+
 A mistake is said once, with the number of checks that show it; the smallest example that
 shows it follows when it was drawn. Output the learner's code printed is shown (capped)
 when the exercise fails, or always with ``show_output``. Lines fit 100 columns.
@@ -10,8 +13,8 @@ import os
 import re
 import textwrap
 
+from . import claims
 from .safe_text import one_line
-from .verdict import missing
 
 WIDTH = 100
 OUTPUT_LINES = 12                # of the learner's own printing, the first few lines
@@ -181,6 +184,19 @@ def ended(code):
         number = -code if code < 0 else code - 128
         return SIGNALS.get(number, f"ended by signal {number}")
     return f"your code ended the grading process (exit code {code})"
+
+
+def missing(exercise, result):
+    """The listed checks of ``exercise`` that ``result`` holds no verdict on: each component's
+    output on drawn inputs, each fixed case at each of its sizes, each claim. [] when all ran."""
+    checks, claimed = result.get("checks") or [], result.get("claims") or []
+    ran = {(c.get("component"), c.get("kind")) for c in checks if c.get("examples")}
+    ran |= {(c.get("case"), c.get("size")) for c in checks if "case" in c}
+    ran |= {c.get("claim") for c in claimed}
+    wanted = [(name, "output") for name in exercise.components]
+    wanted += [(case, size) for case, sizes in exercise.checks for size in sizes]
+    wanted += [text for text, _ in claims.of(exercise.name)]
+    return [w for w in wanted if w not in ran]
 
 
 def describe_run(exercise, result, code, printed, stopped, timeout, show_output=False):

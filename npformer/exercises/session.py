@@ -21,16 +21,15 @@ import time
 
 from . import grading_build
 from .learner_proxy import LATE
-from .walls.sandbox import CappedReader, Sandbox, SandboxError  # noqa: F401
+from .walls.sandbox import CappedReader
 
 STACK_CAP = 64 * 1024
 
 
 @functools.lru_cache(maxsize=None)
 def preload():
-    """Import every npformer module, once per judge: the inputs it draws for an exercise are then
-    the same whichever exercises it judged before, and the sandbox's view holds every package
-    the build imports (``sandbox.third_party``)."""
+    """Import every npformer module, once per judge: the inputs it draws are then the same whatever
+    it judged before, and the sandbox's view holds every package the build imports."""
     import importlib
     import pkgutil
 

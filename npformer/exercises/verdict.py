@@ -8,9 +8,6 @@ through the engine's one entry (``npformer.testing.engine``), and the claims abo
 models (``claims``), the grader's own. The code under test is a computation
 (``engine.Patched`` here, or a learner's process behind the walls): the judge chooses every
 input, the precision (float64, as the hand-out computes) and compares every array itself.
-
-``missing`` says which of an exercise's listed checks a result lacks: an exercise is done only
-when every listed check ran and passed (``report.describe_run``).
 """
 from __future__ import annotations
 
@@ -126,16 +123,3 @@ def judge_exercise(exercise, code, progress=None):
     checks = [_component_entry(name, check) for name, check in judged.drawn]
     checks += [_case_entry(case, size, verdict) for case, size, verdict in judged.fixed]
     return {"exercise": exercise.name, "checks": checks, "claims": claim_entries, "error": None}
-
-
-def missing(exercise, result):
-    """The listed checks of ``exercise`` that ``result`` holds no verdict on: each component's
-    output on drawn inputs, each fixed case at each of its sizes, each claim. [] when all ran."""
-    checks, claimed = result.get("checks") or [], result.get("claims") or []
-    ran = {(c.get("component"), c.get("kind")) for c in checks if c.get("examples")}
-    ran |= {(c.get("case"), c.get("size")) for c in checks if "case" in c}
-    ran |= {c.get("claim") for c in claimed}
-    wanted = [(name, "output") for name in exercise.components]
-    wanted += [(case, size) for case, sizes in exercise.checks for size in sizes]
-    wanted += [text for text, _ in claims.of(exercise.name)]
-    return [w for w in wanted if w not in ran]

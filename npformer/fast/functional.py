@@ -19,7 +19,7 @@ from .. import t03_softmax as softmax_file, t06_activations as activation_file
 from ..t03_softmax import SoftmaxCache
 from ..t06_activations import GELU_A, GELU_C, GeluTanhCache, SiluCache
 from ..core.track import twin_of
-from .parallel import run_blocks
+from .parallel import blocks, run_blocks, run_parts
 
 
 def contiguous(a):
@@ -45,14 +45,57 @@ def view_as(a, shape):
     return view
 
 
+_ONES = {}
+
+
+def ones(n, dtype):
+    """A read-only vector of ``n`` ones, kept between calls: a row or column sum is a
+    matrix-vector product with it (BLAS), several times faster than numpy's ``.sum(axis)``
+    along a short axis."""
+    key = (n, np.dtype(dtype))
+    vector = _ONES.get(key)
+    if vector is None:
+        if len(_ONES) > 256:
+            _ONES.clear()
+        vector = np.ones(n, dtype)
+        vector.setflags(write=False)
+        _ONES[key] = vector
+    return vector
+
+
+CHUNK = 1 << 16         # elements per array that an elementwise chain works on at a time
+
+
+def in_chunks(kernel, rows):
+    """``kernel(*rows)`` on consecutive groups of rows of about ``CHUNK`` elements each: a chain
+    of passes then rereads its arrays from the core's own cache (256 KiB each in float32), not
+    from memory (20% faster for the GELU backward on [1024, 1024])."""
+    n_rows, width = rows[0].shape
+    step = max(1, CHUNK // max(width, 1))
+    if n_rows <= step:
+        kernel(*rows)
+        return
+    for start in range(0, n_rows, step):
+        kernel(*(r[start:start + step] for r in rows))
+
+
 def map_rows(kernel, inputs, n_outputs=1):
-    """Elementwise work over the cores: ``kernel(*inputs, *outputs)`` on each row block, the
-    outputs fresh arrays of the inputs' broadcast shape and dtype."""
-    shape = np.broadcast_shapes(*(np.shape(a) for a in inputs))
-    inputs = [contiguous(np.broadcast_to(a, shape)) for a in inputs]
+    """Elementwise work over the cores: ``kernel(*inputs, *outputs)`` on each row block, in
+    cache-sized chunks (on the whole arrays when they are small), the outputs fresh arrays of
+    the inputs' broadcast shape and dtype."""
+    shape = np.shape(inputs[0])
+    if any(np.shape(a) != shape for a in inputs[1:]):
+        shape = np.broadcast_shapes(*(np.shape(a) for a in inputs))
+        inputs = [np.broadcast_to(a, shape) for a in inputs]
+    inputs = [contiguous(a) for a in inputs]
     outputs = [np.empty(shape, np.result_type(*inputs)) for _ in range(n_outputs)]
+    n_rows, width = (math.prod(shape[:-1]), shape[-1]) if shape else (1, 1)
+    parts = blocks(n_rows, width)
+    if len(parts) == 1 and n_rows * width <= CHUNK:
+        kernel(*inputs, *outputs)
+        return outputs
     rows = [as_rows(a) for a in inputs + outputs]
-    run_blocks(lambda s: kernel(*(r[s] for r in rows)), len(rows[0]), rows[0].shape[1])
+    run_parts(lambda s: in_chunks(kernel, [r[s] for r in rows]), parts)
     return outputs
 
 
@@ -80,9 +123,29 @@ def softmax_inplace(scores, axis=-1):
     scores -= peak
     np.exp(scores, out=scores)
     total = np.asarray(np.sum(scores, axis=axis, keepdims=True))
-    total[total == 0] = 1                                       # fully masked rows stay 0
+    total[~(total > 0)] = 1                                     # fully masked rows stay 0
     scores *= 1 / total                                         # one division per row
     return scores
+
+
+def softmax_rows(rows):
+    """``softmax_inplace`` of a C-contiguous [R, F] array over its last axis, the row sums by
+    BLAS (ones @)."""
+    peak = rows.max(axis=1)                                     # [R]
+    peak[~np.isfinite(peak)] = 0                                # fully masked rows
+    rows -= peak[:, None]
+    np.exp(rows, out=rows)
+    total = rows @ ones(rows.shape[1], rows.dtype)              # [R]
+    total[~(total > 0)] = 1                                     # fully masked rows stay 0
+    np.reciprocal(total, out=total)                             # one division per row
+    rows *= total[:, None]
+    return rows
+
+
+def softmax_backward_rows(d_x, y):
+    """d_x = y (d_x - sum_j d_x_j y_j) in place, for C-contiguous [R, F] arrays."""
+    d_x -= np.vecdot(d_x, y)[:, None]
+    d_x *= y
 
 
 @twin_of(softmax_file.softmax_forward)
@@ -94,7 +157,7 @@ def softmax_forward(x, axis=-1, mask=None):
         y = np.array(x, order="C")
     if last_axis_only(axis, y.ndim):
         rows = as_rows(y)
-        run_blocks(lambda s: softmax_inplace(rows[s]), len(rows), rows.shape[1])
+        run_blocks(lambda s: softmax_rows(rows[s]), len(rows), rows.shape[1])
     else:
         softmax_inplace(y, axis)
     return y, SoftmaxCache(y, axis)
@@ -102,28 +165,23 @@ def softmax_forward(x, axis=-1, mask=None):
 
 @twin_of(softmax_file.softmax_backward)
 def softmax_backward(d_out, cache):
-    """Twin of ``npformer.t03_softmax.softmax_backward``: the row dot by einsum, then in place."""
+    """Twin of ``npformer.t03_softmax.softmax_backward``: the row dot by vecdot, then in place."""
     y = cache.y
     if not last_axis_only(cache.axis, y.ndim):
         return y * (d_out - np.sum(d_out * y, axis=cache.axis, keepdims=True))
     d_x = np.array(np.broadcast_to(d_out, y.shape), dtype=y.dtype, order="C")
     rows, y_rows = as_rows(d_x), as_rows(contiguous(y))
-
-    def work(s):
-        rows[s] -= np.einsum("ij,ij->i", rows[s], y_rows[s])[:, None]
-        rows[s] *= y_rows[s]
-    run_blocks(work, len(rows), rows.shape[1])
+    run_blocks(lambda s: softmax_backward_rows(rows[s], y_rows[s]), len(rows), rows.shape[1])
     return d_x
 
 
 def _gelu_tanh_into(x, y, t):
-    """y = 0.5 x (1 + t), t = tanh(c x (1 + a x^2)), written into y and t."""
+    """y = 0.5 x (1 + t), t = tanh(c x + a c x^3), written into y and t."""
     c, a = x.dtype.type(GELU_C), x.dtype.type(GELU_A)
     np.multiply(x, x, out=t)                    # x*x*x, never x**3 (slow on float32)
-    t *= a
-    t += 1
+    t *= a * c
+    t += c
     t *= x
-    t *= c
     np.tanh(t, out=t)
     np.add(t, 1, out=y)
     y *= x
@@ -139,20 +197,21 @@ def gelu_tanh_forward(x):
 
 
 def _gelu_tanh_slope_into(x, t, d_out, slope):
-    """slope = d_out * (0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)), written into slope."""
+    """slope = d_out * 0.5 (1 + t) (1 + c x (1 + 3 a x^2) (1 - t)), written into slope: the
+    plain twin's 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2), with 1 - t^2 = (1 - t)(1 + t)."""
     c, a = x.dtype.type(GELU_C), x.dtype.type(GELU_A)
-    inner = x * x
-    inner *= 3 * a
-    inner += 1
-    inner *= x
-    inner *= c                                  # c x (1 + 3 a x^2)
-    np.multiply(t, t, out=slope)
-    np.subtract(1, slope, out=slope)            # 1 - t^2
-    slope *= inner
-    slope += t
+    np.multiply(x, x, out=slope)
+    slope *= 3 * a * c
+    slope += c
+    slope *= x                                  # c x (1 + 3 a x^2)
+    factor = np.empty_like(slope)
+    np.subtract(1, t, out=factor)
+    slope *= factor
     slope += 1
-    slope *= x.dtype.type(0.5)
+    np.add(t, 1, out=factor)
+    slope *= factor
     slope *= d_out
+    slope *= x.dtype.type(0.5)
 
 
 @twin_of(activation_file.gelu_tanh_backward)

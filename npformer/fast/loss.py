@@ -1,8 +1,8 @@
 """Fast twin of ``npformer.t11_loss``: cross-entropy in one [B*N, V] array, rows split over cores.
 
-The softmax runs in place on the shifted logits; the loss comes from the log of each
-row's sum; the backward scales the probabilities and subtracts the one-hot entries by
-fancy indexing (one per row) instead of building a one-hot table.
+The softmax runs in place on the shifted logits, its row sums by BLAS (ones @); the loss
+comes from the log of each row's sum; the backward scales the probabilities and subtracts
+the one-hot entries by fancy indexing (one per row) instead of building a one-hot table.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 from .. import t11_loss as plain
 from ..t11_loss import IGNORE_INDEX, CrossEntropyCache, check_targets
 from ..core.track import twin_of
-from .functional import as_rows
+from .functional import as_rows, ones
 from .parallel import run_blocks
 
 
@@ -32,9 +32,12 @@ def cross_entropy_forward(logits, targets, ignore_index=IGNORE_INDEX):
         np.subtract(rows[s], rows[s].max(axis=-1, keepdims=True), out=p)     # shifted
         picked = p[np.arange(len(p)), safe_rows[s]]
         np.exp(p, out=p)
-        total = p.sum(axis=-1, keepdims=True)
-        p /= total                                                       # softmax, in place
-        return ((np.log(total[:, 0]) - picked) * counted_rows[s]).sum()
+        total = p @ ones(V, p.dtype)                                     # [rows]
+        log_total = np.log(total)
+        np.reciprocal(total, out=total)
+        p *= total[:, None]                                              # softmax, in place
+        log_total -= picked
+        return log_total @ counted_rows[s].astype(p.dtype)
     count = int(counted.sum())
     loss = sum(run_blocks(work, len(rows), V)) / max(count, 1)
     return logits.dtype.type(loss), CrossEntropyCache(probs, safe, counted, count)

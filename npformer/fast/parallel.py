@@ -42,29 +42,58 @@ class CoreSetting(NamedTuple):
 
 
 _setting = contextvars.ContextVar("npformer_cores", default=CoreSetting())
-_pool = {"executor": None, "threads": 0, "blas": None}
+_pool = {"executor": None, "threads": 0, "blas": None, "cores": None}
 _lock = threading.Lock()
 
 
 def available_cores():
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:                                   # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    """The cores this process may run on (read once: the fast kernels ask before each split)."""
+    if _pool["cores"] is None:
+        try:
+            _pool["cores"] = len(os.sched_getaffinity(0))
+        except AttributeError:                               # pragma: no cover - not Linux
+            _pool["cores"] = os.cpu_count() or 1
+    return _pool["cores"]
+
+
+def _thread_counters(controllers):
+    """A zero-argument function per BLAS library, returning its threads per call now.
+
+    threadpoolctl's ``num_threads`` looks the library's symbol up on every read (a few
+    microseconds, and the fast kernels ask before each split): OpenBLAS's own counter is
+    looked up once here and called directly; another library is read through threadpoolctl.
+    """
+    counters = []
+    for library in controllers:
+        symbol = None
+        if getattr(library, "internal_api", None) == "openblas" and \
+                getattr(library, "threading_layer", None) != "openmp":
+            try:
+                symbol = library._get_symbol("openblas_get_num_threads")
+            except Exception:                                # pragma: no cover - another version
+                symbol = None
+        counters.append(symbol if symbol is not None else (lambda library=library: library.num_threads))
+    return counters
 
 
 def blas_threads():
     """Threads BLAS runs per call now: the most of any BLAS library loaded when the fast track
     first asked (0 when threadpoolctl cannot tell). A cheap call into each library."""
-    with _lock:
-        if _pool["blas"] is None:
-            try:
-                from threadpoolctl import ThreadpoolController
-                _pool["blas"] = ThreadpoolController().select(user_api="blas").lib_controllers
-            except Exception:                                # pragma: no cover - no threadpoolctl
-                _pool["blas"] = []
-    return max((library.num_threads or 0 for library in _pool["blas"]), default=0)
+    counters = _pool["blas"]
+    if counters is None:
+        with _lock:
+            if _pool["blas"] is None:
+                try:
+                    from threadpoolctl import ThreadpoolController
+                    controllers = ThreadpoolController().select(user_api="blas").lib_controllers
+                except Exception:                            # pragma: no cover - no threadpoolctl
+                    controllers = []
+                _pool["blas"] = _thread_counters(controllers)
+            counters = _pool["blas"]
+    most = 0
+    for count in counters:
+        most = max(most, count() or 0)
+    return most
 
 
 def cores():
@@ -109,7 +138,11 @@ def on_cores(n=None, min_work=MIN_WORK, beside_blas=False):
 def blocks(n_rows, row_work=1):
     """Up to ``cores()`` contiguous slices covering range(n_rows), each with at least
     ``min_work`` elements of work when a row costs ``row_work``."""
-    parts = max(1, min(cores(), n_rows, n_rows * row_work // _setting.get().min_work))
+    parts = cores()
+    if parts > 1:
+        parts = min(parts, n_rows, n_rows * row_work // _setting.get().min_work)
+    if parts <= 1:
+        return [slice(0, n_rows)]
     edges = [n_rows * i // parts for i in range(parts + 1)]
     return [slice(edges[i], edges[i + 1]) for i in range(parts)]
 
@@ -132,7 +165,12 @@ def run_blocks(work, n_rows, row_work=1):
     ``row_work``: elements of elementwise work one row costs (a row of a matrix product
     with an [a, b] matrix counts about a * b / 32: BLAS does dozens of multiply-adds in the
     time of one elementwise operation)."""
-    parts = blocks(n_rows, row_work)
+    return run_parts(work, blocks(n_rows, row_work))
+
+
+def run_parts(work, parts):
+    """Call ``work(part)`` for each slice of ``parts`` at once on the pool (the calling thread
+    takes the first); returns the results in order."""
     if len(parts) == 1:
         return [work(parts[0])]
     pool = _executor(len(parts) - 1)

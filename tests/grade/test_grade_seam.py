@@ -11,7 +11,8 @@ import pytest
 from npformer.exercises import catalog, channel
 from npformer.exercises.learner_proxy import LearnerProxy, RemoteSubject, Stopped
 from npformer.exercises.report import describe_run
-from npformer.exercises.verdict import judge_exercise, missing
+from npformer.exercises.report import missing
+from npformer.exercises.verdict import judge_exercise
 from npformer.specs.example import Example
 from npformer.testing.cases import CASES
 from npformer.testing.computation import Patched
@@ -141,3 +142,73 @@ def test_accumulation_is_checked_on_the_parameters_npformers_module_has():
     verdict = judge_case(build, _WithoutParameters(Patched({path: assigned})))
     assert not verdict.ok and any("assigned instead of accumulated" in n for n in verdict.notes), verdict.notes
     assert judge_case(build, _WithoutParameters(Patched())).ok
+
+
+# -- a learner's process in this one, its answers tampered with on the way -------------------------
+def _in_process(name, tamper):
+    """A proxy whose questions are answered by the learner's request handler (with npformer's
+    own code in place) in this process, each answer passed through ``tamper`` and the channel."""
+    from npformer.exercises.learner_process import _Server
+    server = _Server(catalog.find(name))
+    handlers = {"result": server.result, "output": server.output, "gradients": server.gradients,
+                "case": server.case, "claim": server.claim}
+    proxy = LearnerProxy(catalog.find(name), -1, -1)
+
+    def ask(op, **fields):
+        answer = handlers[op](channel.unpack(channel.pack({"op": op, **fields})[8:]))
+        return channel.unpack(channel.pack(tamper(op, answer))[8:])
+    proxy.ask = ask
+    return proxy
+
+
+def _each_array(value, change):
+    if isinstance(value, np.ndarray):
+        return change(value)
+    if isinstance(value, dict):
+        return {k: _each_array(v, change) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_each_array(v, change) for v in value)
+    return value
+
+
+TAMPERED = {
+    "float16": lambda op, answer: _each_array(answer, lambda a: a.astype(np.float16)),
+    "one element more": lambda op, answer: _each_array(answer, lambda a: np.append(a, 0.0)),
+    "a scalar": lambda op, answer: _each_array(answer, lambda a: np.float64(1.0) * np.ones(())),
+    "NaN": lambda op, answer: _each_array(answer, lambda a: a * np.nan),
+    "nothing": lambda op, answer: {k: ({} if isinstance(v, dict) else [] if isinstance(v, list) else v)
+                                   for k, v in answer.items()},
+}
+
+
+@pytest.mark.parametrize("how", sorted(TAMPERED))
+@pytest.mark.parametrize("name", ["linear", "kv-cache", "encoder"])
+def test_answers_tampered_with_are_failing_and_never_the_graders_failure(name, how, monkeypatch):
+    """Whatever the learner's process does to its answers (another dtype, another shape, NaN,
+    nothing at all), the judge ends with a verdict of failing: no exception of its own (which
+    would be reported as the grader's failure), never done."""
+    monkeypatch.setenv("NPFORMER_GRADE_EXAMPLES", "3")
+    exercise = catalog.find(name)
+    right = judge_exercise(exercise, _in_process(name, lambda op, answer: answer))
+    assert describe_run(exercise, right, 0, [], None, 60.0)[0] == "done"
+    try:
+        result = judge_exercise(exercise, _in_process(name, TAMPERED[how]))
+    except Stopped:
+        return                                         # the protocol broken: the learner's failure
+    assert describe_run(exercise, result, 0, [], None, 60.0)[0] == "failing", result
+
+
+def test_the_judging_code_does_not_know_the_walls():
+    """The walls live in exercises/walls/; what judges (the engine, the verdict, the proxy of a
+    learner's process, the claims, the report) imports nothing of them."""
+    import ast
+    from pathlib import Path
+    import npformer
+    package = Path(npformer.__file__).parent
+    judging = list((package / "testing").rglob("*.py")) + [package / "exercises" / f"{name}.py" for name in
+                                                         ("verdict", "learner_proxy", "claims", "report")]
+    for path in judging:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+        imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+        assert not [name for name in imported if "walls" in name.split(".")], path

@@ -41,7 +41,8 @@ def quick_run(tmp_path_factory):
 @pytest.mark.full          # a whole quick benchmark run: half a minute
 def test_quick_run_writes_every_table(quick_run):
     report, _, out = quick_run
-    for heading in ("## Targets", "### Workers", "### Training step: forward + cross-entropy",
+    for heading in ("## The training step: forward, mean cross-entropy, backward (no optimizer)",
+                    "### OpenBLAS unset (", "## Targets", "### Workers", "### Training step: forward + cross-entropy",
                     "### Training step without the optimizer", "### Forward alone", "### Peak RSS",
                     "## How cost grows", "### Against the sequence length", "### Against the width",
                     "### KV-cached decoding", "### Attention alone"):
@@ -49,6 +50,8 @@ def test_quick_run_writes_every_table(quick_run):
     assert "| tiny |" in report
     assert "exponent, fit over all sizes" in report
     assert "training step tiny: fast <= 1.00x PyTorch" in report
+    assert "training step small: plain <= 2.00x PyTorch" in report
+    assert "| config | plain ms | fast ms | fast, 1 threads ms | PyTorch ms | best fast / PyTorch |" in report
     assert "| target | OpenBLAS unset | verdict | OpenBLAS environment | verdict |" in report
     assert "## OpenBLAS environment: OPENBLAS_CORETYPE unset, OPENBLAS_L2_SIZE=262144" in report
     assert (out / "quick-growth.png").exists() or "plot was skipped" in report
@@ -67,7 +70,7 @@ def test_each_library_ran_in_its_own_process_on_its_track(quick_run):
     assert all(len(times) == timed["rounds"] for times in timed["times"].values())
     second = results["settings"][1]
     assert second["label"] == "environment" and "plain" in second["workers"]
-    assert set(second["configs"]["tiny"]) == {"train", "forward"}
+    assert set(second["configs"]["tiny"]) == {"train_no_opt", "train", "forward"}
 
 
 def test_openblas_settings_unset_removes_both_variables():

@@ -1,27 +1,13 @@
 """The walls around a learner's code, as the kernel keeps them: bubblewrap's command line.
 
-Each submission is graded in a sandbox made by bubblewrap (``bwrap``, the distribution's package,
-as Flatpak uses it): new user, PID, network, IPC, UTS and mount namespaces, no capabilities, a new
-session, no further user namespaces, and a seccomp filter (libseccomp, through ``pyseccomp``)
-that refuses sockets, System V and POSIX IPC, kernel keyrings, tracing another process and the
-kernel's other doors (``DENIED``). Its first process, pid 1 of its PID namespace
-(``--as-pid-1``), is the zygote, which nothing inside can signal, trace or read; there is no
-process of bubblewrap's own inside. Its view of the file system is read-only, all of it: the
-system's libraries, Python, the third-party packages npformer imports, the hand-out build and a
-copy of this submission's files; nothing to write into, so nothing written by one exercise's
-process can be read by the next. Its environment is a few fixed variables, and bubblewrap
-itself starts with no more.
-
-Graded as root, nobody inside is root: bubblewrap runs as ``UNPRIVILEGED`` (nobody), so the
-learner's process is an ordinary user for the host's kernel (its process limit binds, no file
-or setting of root's is its own). What that user cannot reach where it is (a Python under
-/root) is first bound, in a mount namespace of the launcher's own, under a folder it can
-reach (``staged``): util-linux's ``unshare``, ``mount`` and ``setpriv`` do it.
-
-``detect()`` says what this machine can enforce (``Isolation.line()`` is the line ``npformer
-grade`` prints); ``command()`` builds the command. Without bubblewrap a learner's own workspace
-is graded with the same processes and limits but no walls (``unwalled_command``), and the line
-says so. Inside, each learner's process sets its own limits (``limiter``) and a second filter
+A submission's sandbox (``command``): new user, PID, network, IPC, UTS and mount namespaces, no
+capabilities, a new session, no further user namespaces, a seccomp filter refusing the kernel's
+rarely needed doors (``DENIED``), a read-only view of Python, the packages npformer imports, the
+hand-out build and a copy of the submission's files, a few fixed environment variables. Its pid 1
+is the zygote (``--as-pid-1``): no process of bubblewrap's own is inside. Graded as root,
+bubblewrap runs as ``UNPRIVILEGED`` (nobody), what nobody cannot reach bound first where it can
+(``launcher``: util-linux's unshare, mount and setpriv). ``detect()`` says what this machine can
+enforce; inside, each learner's process sets its own limits (``limiter``) and a second filter
 (``no_new_processes``) before it loads the learner's files.
 """
 from __future__ import annotations
@@ -308,24 +294,17 @@ def launcher(argv):
 
 
 # -- inside: a process's own protections ---------------------------------------------------------
-def _libc():
-    """The C library (for prctl), or None where it cannot be loaded."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc if hasattr(libc, "prctl") else None
-    except (OSError, AttributeError):
-        return None
-
-
 PR_SET_DUMPABLE = 4                               # prctl(2)
 
 
 def private():
     """Make this process non-dumpable: another process of the same user can no longer trace
     it or read its memory. Linux only; True when it took effect."""
-    libc = _libc()
-    return libc is not None and libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):                # no C library to ask, or no prctl in it
+        return False
 
 
 def tasks(uid=None):

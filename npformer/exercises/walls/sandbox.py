@@ -17,7 +17,7 @@ import subprocess
 import threading
 
 from . import zygote
-from .bubblewrap import Limits, command, detect, seccomp_file, third_party
+from .bubblewrap import OUTSIDE, SUBMISSION_AT, Limits, command, detect, seccomp_file, third_party
 from .unwalled import unwalled_command, unwalled_environment
 
 PROGRAM = "from npformer.exercises.walls.zygote import main; main({fd})"
@@ -70,7 +70,6 @@ class Sandbox:
     @property
     def directory(self):
         """Where the learner's process finds the submission's files."""
-        from .bubblewrap import SUBMISSION_AT
         return SUBMISSION_AT if self.walled else self.submission
 
     def _start(self):
@@ -81,8 +80,7 @@ class Sandbox:
             if self.isolation.seccomp:
                 rules = seccomp_file()
                 keep.append(rules.fileno())
-            argv = command(self.isolation, self.build, self.submission, rules.fileno() if rules else None, program)
-            env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+            argv, env = command(self.isolation, self.build, self.submission, rules and rules.fileno(), program), OUTSIDE
         else:
             argv, env = unwalled_command(self.build, list(third_party()), program), unwalled_environment()
         log_read, log_write = os.pipe()

@@ -2,7 +2,7 @@
 
 A learner grading their own workspace on such a machine still gets a zygote, a process per
 exercise and every limit; the zygote then runs as an ordinary process of theirs, and a learner's
-process and whatever it started are ended by its session.
+process and whatever it started in its process group are killed together.
 """
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import os
 import signal
 import sys
 import tempfile
-import time
 
 from .bubblewrap import INSIDE
 
@@ -27,39 +26,9 @@ def unwalled_environment():
     return {**INSIDE, "HOME": tempfile.gettempdir(), "PATH": os.environ.get("PATH", "/usr/bin")}
 
 
-def session_members(sid):
-    """The pids of the live processes of session ``sid`` (read from /proc; [] elsewhere)."""
-    found = []
+def end_group(pid):
+    """Kill learner's process ``pid`` and its process group (it leads one: ``os.setsid``)."""
     try:
-        names = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
-                fields = f.read().rpartition(")")[2].split()
-        except OSError:
-            continue
-        # after the command's name: state, ppid, pgrp, session
-        if len(fields) > 3 and fields[0] != "Z" and int(fields[3]) == sid:
-            found.append(int(name))
-    return found
-
-
-def end_session(sid):
-    """Kill every process of session ``sid``."""
-    try:
-        os.killpg(sid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    for _ in range(3):                       # a fork may land between reading /proc and killing
-        for pid in session_members(sid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if not session_members(sid):
-            break
-        time.sleep(0.05)

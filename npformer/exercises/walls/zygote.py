@@ -1,26 +1,15 @@
 """Inside a submission's sandbox: learner's processes forked from one that has imported npformer.
 
-The judge (``walls.sandbox``) starts this program as the sandbox's first process, with one end of
-a Unix socket:
-
-    python -I -S -c "...; from npformer.exercises.walls.zygote import main; main(FD)"
-
-Starting Python and importing numpy, scipy and npformer costs most of a second, and a class has
-an exercise of every submission to judge; so each sandbox holds one zygote. It imports the
-hand-out build (``grading_build``: no exercise's reference is in it), makes itself non-dumpable
-(no process of its user can trace it or read its memory), and, as pid 1 of the sandbox's PID
-namespace with no signal handler of its own, takes no signal from inside it. It says ready and
-answers the judge, one request at a time:
-
-- ``start`` (with the learner's process's four pipes): fork it, with its limits; answer its pid;
-- ``end``: wait a moment for it, then kill it and every process left in the sandbox
-  (``kill(-1)`` from pid 1 reaches all of them), answer its exit code. Without walls, its
-  session is killed instead.
-
-Nothing a learner's process leaves behind reaches the next: it can write nowhere (the view is
-read-only), start no process, and every thread of it ends with it. The zygote never runs a
-learner's file itself; a learner's process answers the judge on its own pipes
-(``learner_process``).
+The judge (``walls.sandbox``) starts this program as the sandbox's first process, on one end of a
+Unix socket. Importing numpy, scipy and npformer costs most of a second, and a class has an
+exercise of every submission to judge; so the zygote imports the hand-out build once, makes
+itself non-dumpable and, as pid 1 without a signal handler, takes no signal from inside. It says
+ready and answers the judge, one request at a time: ``start`` (with the learner's process's four
+pipes) forks a learner's process with its limits and answers its pid; ``end`` waits a moment for
+it, kills every other process in the sandbox (``kill(-1)`` from pid 1; without walls, its
+process group) and answers its exit code. Nothing a learner's process leaves reaches the next:
+it can write nowhere, start no process, and its threads end with it. The zygote never runs a
+learner's file; a learner's process answers the judge on its own pipes (``learner_process``).
 """
 from __future__ import annotations
 
@@ -33,7 +22,6 @@ import sys
 import time
 
 _LENGTH = struct.Struct("<I")
-MAX_REQUEST = 1 << 20
 
 
 def send(sock, message, fds=()):
@@ -43,18 +31,12 @@ def send(sock, message, fds=()):
 
 
 def receive(sock, fd_count=0):
-    """(message, descriptors) from the socket; (None, []) at its end."""
+    """(message, descriptors) from the socket; (None, []) at its end. A message is a few dozen
+    bytes of JSON, sent whole."""
     data, fds, _, _ = socket.recv_fds(sock, 65536, fd_count)
     if not data:
         return None, fds
-    while len(data) < _LENGTH.size + _LENGTH.unpack(data[:_LENGTH.size])[0]:
-        if len(data) > MAX_REQUEST:
-            raise ValueError("a message past the zygote's limit")
-        more = sock.recv(65536)
-        if not more:
-            return None, fds
-        data += more
-    return json.loads(data[_LENGTH.size:]), fds
+    return json.loads(data[_LENGTH.size:_LENGTH.size + _LENGTH.unpack(data[:_LENGTH.size])[0]]), fds
 
 
 def preload():
@@ -104,7 +86,7 @@ def _child(request, fds):
 
 
 def _sweep(pid):
-    """Every process but this one ended: the sandbox's (``kill(-1)``), else the learner's session."""
+    """Every process but this one ended: the sandbox's (``kill(-1)``), else the learner's group."""
     if _walled:
         for _ in range(100):
             try:
@@ -113,8 +95,8 @@ def _sweep(pid):
                 return                        # nothing left to signal
             time.sleep(0.01)
     else:
-        from .unwalled import end_session
-        end_session(pid)
+        from .unwalled import end_group
+        end_group(pid)
 
 
 def _end(pid):
