@@ -11,10 +11,12 @@ blocks), ``FACTORS``, ``CASE_DIAGNOSES``, ``CAPABILITIES``, ``EXERCISES``, ``CLA
 there; no other file names a component.
 
 A new concept is its concept file, its spec here (and its line below), its mistakes beside
-it, and the line where a config chooses it.
+it, and the line where a config chooses it. A spec too long for one file continues in a file
+named after it (``t04_attention_conventions.py``: attention's conventions).
 """
-from . import (t01_embedding, t02_linear, t03_softmax, t04_attention, t05_rope, t06_activations,  # noqa: F401
-               t07_ffn, t08_norm, t09_block, t10_model, t11_loss, t12_generate, t13_kv_cache, t14_moe,
+from . import (t01_embedding, t02_linear, t03_softmax, t04_attention, t04_attention_conventions,  # noqa: F401
+               t05_rope, t06_activations, t07_ffn, t08_norm, t09_block, t10_model, t11_loss, t12_generate,
+               t13_kv_cache, t14_moe,
                t15_encoder, t16_cross_attention, t17_seq2seq, t18_flash_attention, t19_optim, training,
                t21_alibi)
 from .registry import (CAPABILITIES, CASE_DIAGNOSES, CASES, CLAIMS, COMPONENTS, CONVENTIONS,  # noqa: F401

@@ -130,10 +130,8 @@ def conform_module(kind, subject, weight_map, config=None, *, backward=None, see
     try:
         checks = worst([run.check(s, batch, length) for s in seeds])
     except SubjectRaised as raised:                # their code's error is a verdict, not ours to raise
-        report = ModuleReport(kind, "does not conform", _checked(kind, config, seeds, batch, length, run),
-                              notes=[f"your module raised {raised}"])
-        report.seconds = time.perf_counter() - started
-        return report
+        return ModuleReport(kind, "does not conform", _checked(kind, config, seeds, batch, length, run),
+                            notes=[f"your module raised {raised}"], seconds=time.perf_counter() - started)
     report = ModuleReport(kind, "", _checked(kind, config, seeds, batch, length, run), checks)
     said = f" under convention: {given.describe()}" if given else ""
     if passes(checks, TOL_FLOAT64):

@@ -1191,6 +1191,7 @@ def _published(name, **options):
 
 
 CONVENTION_PAIRS.update({
+    ("softmax", "mask='additive finfo.min'"): lambda: naive_softmax_pair(float(np.finfo(np.float64).min)),
     **{(name, "mask='additive finfo.min'"): (lambda: naive_attention_pair(float(np.finfo(np.float64).min)))
        for name in ("attention", "grouped_attention")},
     ("attention", "scale='none'"): _published("filled_attention", fill="zero", scaled=False),
