@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import io
 import os
 import sys
+import tokenize
 
 from .common import UsageError, check_input_file, positive_int, seed
 
@@ -42,7 +44,8 @@ def load_functions(target, names):
     """(forward, *others) from FILE.py:FUNCTION and the other names in that file.
 
     FILE must be a regular file of Python source (its name may end otherwise: it is loaded
-    as source whatever its suffix); a device or a FIFO is refused before it is opened."""
+    as source whatever its suffix) in UTF-8 or the encoding its first lines declare; a device
+    or a FIFO is refused before it is opened, bytes of another encoding before it runs."""
     path, _, forward = target.rpartition(":")
     if not path or not forward:
         raise UsageError(f"FILE.py:FUNCTION: expected a file and a function name, got {target!r}")
@@ -51,9 +54,11 @@ def load_functions(target, names):
     loader = importlib.machinery.SourceFileLoader(f"conform_{stem}", path)
     spec = importlib.util.spec_from_loader(loader.name, loader)
     module = importlib.util.module_from_spec(spec)
+    source = _source(path)
+    module.__file__ = path
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
-        loader.exec_module(module)
+        exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)
     except Exception as error:                # noqa: BLE001 - the user's file: one line
         raise UsageError(f"{path}: cannot be loaded: {type(error).__name__}: {error}") from None
     finally:
@@ -64,6 +69,18 @@ def load_functions(target, names):
             raise UsageError(f"{path}: no function {name}")
         found.append(getattr(module, name) if name else None)
     return found
+
+
+def _source(path):
+    """The text of ``path``, decoded strictly (UTF-8, or the coding its first lines declare)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as error:
+        raise UsageError(f"{path}: not text in UTF-8 (or in the encoding its first lines declare): "
+                         f"{error}; save it as UTF-8") from None
 
 
 def run(args):

@@ -11,6 +11,7 @@ once every exercise it uses is done.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 import time
@@ -26,7 +27,7 @@ from .safe_text import shown
 from .walls.bubblewrap import TIMEOUT as DEFAULT_TIMEOUT
 from .walls.bubblewrap import Limits, detect
 from .walls.sandbox import Sandbox
-from .stubs import stub_state
+from .stubs import functions_by_qualname, stub_state
 from .workspace import WorkspaceError, load_workspace, read_regular
 
 SHOW_PROGRESS_AFTER = 3.0        # seconds an exercise runs before the grader says what it is doing
@@ -128,24 +129,83 @@ def _named_function(exercise, result):
     return ""
 
 
-def _failing_function(exercise, result):
-    """ "gelu_tanh_backward in t06_activations.py": the function behind the first failing
-    drawn check when no mistake is named (its backward, or its forward for an output), or ""."""
-    from ..testing.components import find
+def _failing_function(exercise, result, sources=None):
+    """ "gelu_tanh_backward in t06_activations.py": where to look when no mistake is named: the
+    function behind the first failing drawn check (its backward, or its forward for an output),
+    else the function of theirs an error was raised in (``sources``: {file: bytes} of the
+    workspace, to find the def holding the line), else the one a failing fixed case is named
+    after ("Embedding (case 0)": Embedding's backward), or ""."""
     if not result or result.get("import_failed"):
         return ""
-    failing = [c for c in result["checks"] if not c["ok"] and "component" in c]
-    if not failing:
+    failing = [c for c in result["checks"] if not c["ok"]]
+    specs = exercise.functions(forward=True)
+    found = _drawn_function(failing, specs) or _raising_function(failing + [c for c in result["claims"]
+                                                                            if not c["ok"]], specs, sources) \
+        or _case_function(failing, exercise)
+    if not found:
+        return ""
+    file, qualname = found.split(":")
+    return f"{qualname} in {os.path.basename(file)}"
+
+
+def _drawn_function(failing, specs):
+    from ..testing.components import find
+    drawn = [c for c in failing if "component" in c]
+    if not drawn:
         return ""
     try:
-        forward, backward = find(failing[0]["component"]).reference[:2]
+        forward, backward = find(drawn[0]["component"]).reference[:2]
     except (KeyError, ValueError):
         return ""
-    wanted = forward if failing[0]["kind"] == "output" else backward
-    for spec in exercise.functions(forward=True):
-        file, qualname = spec.split(":")
-        if isinstance(wanted, str) and wanted == f"{file[:-3].replace('/', '.')}.{qualname}":
-            return f"{qualname} in {os.path.basename(file)}"
+    wanted = forward if drawn[0]["kind"] == "output" else backward
+    return next((spec for spec in specs if isinstance(wanted, str) and wanted == _path(spec)), "")
+
+
+def _path(spec):
+    file, qualname = spec.split(":")
+    return f"{file[:-3].replace('/', '.')}.{qualname}"
+
+
+RAISED_AT = re.compile(r"\(in ([\w.]+\.py):(\d+), (\w+)\)")
+
+
+def _raising_function(failing, specs, sources):
+    """The spec whose def holds the line an error names ("(in t10_model.py:250, backward)")."""
+    import ast
+    for entry in failing:
+        said = RAISED_AT.search(str(entry.get("error") or entry.get("message") or entry.get("detail") or ""))
+        if not said:
+            continue
+        file, line, name = said.group(1), int(said.group(2)), said.group(3)
+        here = [spec for spec in specs if os.path.basename(spec.split(":")[0]) == file]
+        source = next((data for key, data in (sources or {}).items() if os.path.basename(key) == file), None)
+        if source is not None:
+            try:
+                tree = ast.parse(source)
+            except (SyntaxError, ValueError):
+                tree = None
+            for spec in here if tree is not None else ():
+                node = functions_by_qualname(tree).get(spec.split(":")[1])
+                if node is not None and node.lineno <= line <= node.end_lineno:
+                    return spec
+        named = [spec for spec in here if spec.split(":")[1].rsplit(".", 1)[-1] == name]
+        if len(named) == 1:
+            return named[0]
+    return ""
+
+
+def _case_function(failing, exercise):
+    """The backward a failing fixed case is named after: "Embedding (padding row)" is
+    Embedding's, "swiglu_gate" swiglu_gate_backward's (its forward when an output differs)."""
+    for entry in failing:
+        if "case" not in entry:
+            continue
+        base = entry["case"].split(" (")[0]
+        output = any(t["name"].startswith("output") for t in entry.get("tensors") or [])
+        for spec in exercise.forward if output else exercise.backward:
+            qualname = spec.split(":")[1]
+            if qualname.split(".")[0] == base or qualname.startswith(base + "_"):
+                return spec
     return ""
 
 
@@ -301,7 +361,7 @@ def _grade_one(sandbox, submission, exercise, before, timeout, show_output, say,
                                                 "grade this exercise again"] + ran[2][:20])
     status, lines = describe_run(exercise, *ran, timeout, show_output)
     lines = note + lines
-    first = (_named_function(exercise, ran[0]) or _failing_function(exercise, ran[0])
+    first = (_named_function(exercise, ran[0]) or _failing_function(exercise, ran[0], submission.sources)
              or _first_stub(exercise, submission))
     entries = (ran[0]["checks"] + ran[0]["claims"]) if ran[0] else []
     cheated = bool(ran[0] and ran[0].get("refused"))

@@ -57,9 +57,12 @@ def _finding(entry):
         return ("error", re.sub(r"\d+", "#", error)), [f"your code raised {error}"]
     if "tensors" in entry:
         said = [t["message"] for t in entry["tensors"]]
-        diagnoses = [d for t in entry["tensors"] for d in t.get("diagnoses") or []]
-        return ("case", entry["case"], entry["size"]), \
-            said + [f"diagnosis: {d}" for d in dict.fromkeys(diagnoses + list(entry.get("notes", [])))]
+        diagnoses = list(dict.fromkeys([d for t in entry["tensors"] for d in t.get("diagnoses") or []]
+                                       + list(entry.get("notes", []))))
+        # a diagnosis is said once, however many cases show it (the numbers in it aside)
+        key = ("case", tuple(re.sub(r"\d+", "#", d) for d in diagnoses)) if diagnoses else \
+            ("case", entry["case"], entry["size"])
+        return key, said + [f"diagnosis: {d}" for d in diagnoses]
     diagnoses = [f"diagnosis: {d}" for d in entry.get("diagnoses") or []]
     return ("values", entry["component"], entry.get("example")), [entry["message"]] + diagnoses
 
@@ -127,7 +130,9 @@ def _block(found, shown):
                              if len(values) > 3 else []) + [line for line in lines if line.startswith("diagnosis:")]
         out = head + ["  " + line for line in body]
     elif kind == "case":
-        out = [f"{_check_name(entries[0])}:"] + ["  " + line for line in lines[:4]] + \
+        head = f"{_check_name(entries[0])}:" if len(entries) == 1 else \
+            f"{len(entries)} fixed cases show the same ({_listed([_check_name(e) for e in entries], 4)}); the first:"
+        out = [head] + ["  " + line for line in lines[:4]] + \
             ([f"  and {len(lines) - 4} more lines"] if len(lines) > 4 else [])
     else:
         out = [lines[0]] + ["  " + line for line in lines[1:]]

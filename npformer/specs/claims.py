@@ -18,6 +18,8 @@ import contextlib
 
 import numpy as np
 
+from .facts import differs
+
 
 class ClaimFailed(AssertionError):
     """A claim does not hold for the learner's code; the message says where and by how much."""
@@ -29,17 +31,11 @@ def rng():
 
 
 def close(what, mine, expected, tol=1e-9):
-    """ClaimFailed unless ``mine`` equals ``expected`` to ``tol`` (relative and absolute)."""
-    mine, expected = np.asarray(mine, dtype=np.float64), np.asarray(expected, dtype=np.float64)
-    if mine.shape != expected.shape and np.broadcast(mine, expected).shape != mine.shape:
-        raise ClaimFailed(f"{what}: shape {mine.shape}, expected {expected.shape}")
-    expected = np.broadcast_to(expected, mine.shape)
-    if not np.isfinite(mine).all():
-        raise ClaimFailed(f"{what}: NaN or inf at {_index(~np.isfinite(mine))}")
-    if not np.allclose(mine, expected, rtol=tol, atol=tol):
-        worst = np.unravel_index(int(np.argmax(np.abs(mine - expected))), mine.shape)
-        raise ClaimFailed(f"{what}: at {tuple(int(i) for i in worst)} yours is {mine[worst]:.6g}, "
-                          f"expected {expected[worst]:.6g}")
+    """ClaimFailed unless ``mine`` equals ``expected`` to ``tol`` (the properties' test of
+    closeness, ``facts.differs``: relative to the largest entry, absolute near 0)."""
+    found = differs(what, mine, expected, tol)
+    if found:
+        raise ClaimFailed(found)
 
 
 def zero(what, array):

@@ -38,19 +38,29 @@ def _index(flags):
 
 
 def close(what, mine, expected, tol=TOL):
-    """PropertyFailed unless ``mine`` equals ``expected`` to ``tol`` (relative to the largest
-    entry, and absolute near 0)."""
-    tol = max(tol, _PRECISION.get())
+    """PropertyFailed unless ``mine`` equals ``expected`` to ``tol`` (``differs``)."""
+    found = differs(what, mine, expected, max(tol, _PRECISION.get()))
+    if found:
+        raise PropertyFailed(found)
+
+
+def differs(what, mine, expected, tol=TOL):
+    """None when ``mine`` equals ``expected`` to ``tol`` (relative to the largest entry, and
+    absolute near 0: the one test of closeness of the properties and the claims), else the
+    one-line account: a shape that cannot hold ``expected``, NaN or inf, or the worst entry."""
     mine = np.asarray(mine, dtype=np.float64)
-    expected = np.broadcast_to(np.asarray(expected, dtype=np.float64), mine.shape)
+    expected = np.asarray(expected, dtype=np.float64)
+    if mine.shape != expected.shape and np.broadcast(mine, expected).shape != mine.shape:
+        return f"{what}: shape {mine.shape}, expected {expected.shape}"
+    expected = np.broadcast_to(expected, mine.shape)
     if not np.isfinite(mine).all():
-        raise PropertyFailed(f"{what}: NaN or inf at {_index(~np.isfinite(mine))}")
+        return f"{what}: NaN or inf at {_index(~np.isfinite(mine))}"
     scale = max(1.0, float(np.abs(expected).max(initial=0)))
     if mine.size and np.abs(mine - expected).max() > tol * scale:
         worst = np.unravel_index(int(np.argmax(np.abs(mine - expected))), mine.shape)
         yours, right = differing(mine[worst], expected[worst])
-        raise PropertyFailed(f"{what}: at {tuple(int(i) for i in worst)} yours is {yours}, "
-                             f"expected {right}")
+        return f"{what}: at {tuple(int(i) for i in worst)} yours is {yours}, expected {right}"
+    return None
 
 
 def differing(a, b):

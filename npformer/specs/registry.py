@@ -23,6 +23,7 @@ tables below once ``npformer.specs`` has imported every spec; nothing else names
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import os
@@ -31,6 +32,10 @@ from dataclasses import dataclass, field
 ROOT = __name__.split(".")[0]            # "npformer"
 SPECS = []                               # every Spec, in the tutorial's order
 COMPONENTS, LAYERS, CORNERS, PROPERTIES, CASES, CONVENTIONS, CLAIMS = {}, {}, {}, {}, {}, {}, {}
+FAMILIES = {}                            # component -> [(axes {name: (values...)}, build(said) -> pair or None)]
+MODULE_CONVENTIONS = []                  # ModuleConvention: how a whole block or model may differ
+FACTORS = {}                             # component -> factors(example) -> {name: value}
+CASE_DIAGNOSES = []                      # diagnose(target, options, upstream, theirs, ours) -> [text]
 CAPABILITIES = {}                        # (component, scope word) -> in_scope(args, options)
 FITS = {}                                # (component, scope word) -> fit(example): a corner brought into scope
 ORACLES = []                             # functions that compute what another's code must give
@@ -42,6 +47,18 @@ def lookup(path):
     patched-in function, the learner's or a catalogued mistake's, is what it finds)."""
     module_name, _, name = path.rpartition(".")
     return getattr(importlib.import_module(f"{ROOT}.{module_name}"), name)
+
+
+def original(path):
+    """npformer's own function at ``path`` whatever is patched in now (a patch's dispatcher
+    unwrapped, a fast twin's plain function): what a convention patched over it calls."""
+    found = inspect.unwrap(lookup(path))
+    return inspect.unwrap(getattr(found, "plain", found))
+
+
+def original_pair(forward, backward):
+    """(forward, backward) of npformer's own functions at two paths, unpatched."""
+    return original(forward), original(backward)
 
 
 def pair(forward, backward=None):
@@ -99,6 +116,22 @@ class Component:
     def forward_only(self):
         """True for a component without a backward (the AdamW update, KV-cached decoding)."""
         return self.reference[1] is None
+
+
+@dataclass(frozen=True)
+class ModuleConvention:
+    """A way a whole block or model of published code differs from npformer's choices:
+    ``said`` ({"residual": "parallel"}); ``applies(kind, config)``; ``patches(chosen)`` {path
+    under npformer: function} for the reference to run with, given every convention chosen
+    together (built on npformer's own functions as they are unpatched, ``original``);
+    ``tweak(module, config)`` changes the reference module once built; ``gains_one_plus``: the
+    norms' gains are stored as w and applied as 1 + w (a weight map's "1+", on every gain)."""
+
+    said: dict
+    applies: object
+    patches: object = None
+    tweak: object = None
+    gains_one_plus: bool = False
 
 
 @dataclass(frozen=True)
@@ -219,6 +252,36 @@ class Spec:
         and ``variant`` (a function returning the reference's (forward, backward) under it), or
         None when ``said`` is an option of the reference itself."""
         CONVENTIONS.setdefault(component, []).append((dict(said), variant))
+
+    def conventions(self, component, axes, build):
+        """Conventions of ``component`` that combine: ``axes`` {name: (values...)} (each value a way
+        published code differs from npformer's choice), ``build(said)`` the reference's
+        (forward, backward) under any choice of values, one per axis at most ({"variance":
+        "unbiased", "eps": "outside sqrt"}), or None for a choice that means nothing. Each value
+        alone is also a ``convention``."""
+        FAMILIES.setdefault(component, []).append((dict(axes), build))
+        for axis, values in axes.items():
+            for value in values:
+                self.convention(component, {axis: value}, functools.partial(build, {axis: value}))
+
+    def factors(self, component):
+        """Decorator: ``factors(example) -> {name: value}``, the constant factors a gradient of
+        ``component`` must not lose on ``example`` ("1/count (the mean over counted targets)")."""
+        def register(found):
+            FACTORS[component] = found
+            return found
+        return register
+
+    def case_diagnosis(self, diagnose):
+        """Decorator: ``diagnose(target, options, upstream, theirs, ours) -> [text]``, what a
+        failing fixed case of this concept says when no mistake is named; ``theirs(upstream)``
+        and ``ours(upstream)`` run the case with another upstream gradient (``problem.Result``)."""
+        CASE_DIAGNOSES.append(diagnose)
+        return diagnose
+
+    def module_convention(self, said, applies, patches=None, tweak=None, gains_one_plus=False):
+        """A convention of whole blocks and models (``ModuleConvention``'s fields)."""
+        MODULE_CONVENTIONS.append(ModuleConvention(dict(said), applies, patches, tweak, gains_one_plus))
 
     def capability(self, component, word):
         """Decorator: ``in_scope(args, options)`` says whether an example of ``component`` is one

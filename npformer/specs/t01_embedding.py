@@ -45,6 +45,31 @@ def embedding_inputs(draw):
     return Example(("ids", "table"), (draw(ids((B, N), V)), draw(arrays((V, d)))))
 
 
+def scaled_embedding(said):
+    """The lookup under ``said`` {"scale": "sqrt(d)"}: rows times sqrt(d), as "Attention is all
+    you need" and Gemma scale their embeddings."""
+    def scaled_forward(ids, table):
+        out, cache = embedding_forward(ids, table)
+        scale = np.sqrt(table.shape[1])
+        return out * scale, (cache, scale)
+
+    def scaled_backward(d_out, cache):
+        inner, scale = cache
+        return embedding_backward(d_out * scale, inner)
+    return scaled_forward, scaled_backward
+
+
+spec.conventions("embedding", {"scale": ("sqrt(d)",)}, scaled_embedding)
+
+
+def _scale_embeddings(module, config):
+    module.embed.scale = float(np.sqrt(config.d_model))
+
+
+spec.module_convention({"embeddings": "times sqrt(d)"}, lambda kind, config: kind == "decoder",
+                       tweak=_scale_embeddings)
+
+
 @spec.corners("embedding")
 def embedding_corners(rng):
     return [Example(("ids", "table"), (np.array([[3, 3, 1], [0, 3, 1]]), normal(rng, 5, 2)))]

@@ -20,7 +20,7 @@ from .registry import Spec, pair
 
 spec = Spec("t03_softmax.py")
 ROWS = "fully_masked_row"                        # how a convention of fully masked rows is said
-ADDITIVE_FILLS = ("-1e9", "-1e4", "-1e10")       # the finite values published code adds to masked scores
+ADDITIVE_FILLS = ("-1e9", "-1e4", "-1e10", "finfo.min")   # what published code adds to masked scores
 FAR = np.array([[1000.0, 999.0, 998.5], [-1000.0, -999.0, -1001.0]])      # rows far apart
 
 
@@ -140,7 +140,8 @@ def additive(fill):
 spec.convention("softmax", {ROWS: "uniform"}, functools.partial(rows_filled, "uniform"))
 spec.convention("softmax", {ROWS: "nan"}, functools.partial(rows_filled, "nan"))
 for _fill in ADDITIVE_FILLS:
-    spec.convention("softmax", {"mask": f"additive {_fill}"}, functools.partial(additive, float(_fill)))
+    spec.convention("softmax", {"mask": f"additive {_fill}"},
+                    functools.partial(additive, float(np.finfo(np.float64).min if _fill == "finfo.min" else _fill)))
 spec.capability("softmax", "no_fully_masked")(
     lambda args, options: options.get("mask") is None or bool(
         np.broadcast_to(options["mask"], np.shape(args[0])).any(axis=options.get("axis", -1)).all()))

@@ -13,9 +13,8 @@ import functools
 
 import numpy as np
 
-from ..t03_softmax import softmax_forward
-from ..t04_attention import (AttentionCache, MultiHeadAttention, attention_backward, attention_forward, causal_mask,
-                             grouped_attention_backward, grouped_attention_forward, padding_mask, repeat_kv, sum_groups)
+from ..t04_attention import (MultiHeadAttention, attention_backward, attention_forward, causal_mask,
+                             grouped_attention_backward, grouped_attention_forward, padding_mask)
 from ..t05_rope import Rotary
 from . import claims
 from .draw import Example, arrays, causal_options, head_groups, mask, normal, sampled, size, st
@@ -27,7 +26,6 @@ spec = Spec("t04_attention.py")
 SOFTMAX = ("t03_softmax.softmax_forward", "t03_softmax.softmax_backward")  # what attention runs inside
 READERS = ("mask", "causal", "window")          # what decides which keys a query may read
 ROWS = "fully_masked_row"
-ADDITIVE_FILLS = ("-1e9", "-1e4", "-1e10")      # the finite values published code adds to masked scores
 
 
 # -- inputs ------------------------------------------------------------------------------------
@@ -70,10 +68,15 @@ def grouped_attention_inputs(draw):
 def multi_head_forward(x, w_q, w_k, w_v, w_o, n_heads, mask=None, causal=False):
     """x [B, N, d] -> (out [B, N, d], cache): H = n_heads query heads of width D = d / H,
     H_kv = (columns of w_k) / D key/value heads, Wo = w_o; no biases."""
+    return _multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask, causal)
+
+
+def _multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask=None, causal=False, kernel=None):
+    """``multi_head_forward`` with the attention ``kernel`` given (npformer's by default)."""
     d = x.shape[-1]
     D = w_q.shape[1] // n_heads
     layer = lookup("t04_attention.MultiHeadAttention")(d, n_heads, w_k.shape[1] // D, rng=np.random.default_rng(0),
-                                                        dtype=x.dtype, causal=causal)
+                                                        dtype=x.dtype, causal=causal, kernel=kernel)
     layer.qkv.weight.data[...] = np.concatenate([w_q, w_k, w_v], axis=1)
     layer.out.weight.data[...] = w_o
     out, cache = layer.forward(x, mask)
@@ -135,8 +138,10 @@ def multi_head_corners(rng):
     args = (normal(rng, B, N, d), normal(rng, d, H * D), normal(rng, d, H_kv * D), normal(rng, d, H_kv * D),
             normal(rng, H * D, d), H)
     pad = (np.arange(N)[None, :] < np.array([[3], [4]]))[:, None, None, :]
+    left = (np.arange(N)[None, :] >= np.array([[1], [0]]))[:, None, None, :]   # the first query reads nothing
     names = ("x", "w_q", "w_k", "w_v", "w_o", "n_heads")
-    return [Example(names, args, {"mask": pad, "causal": True}), Example(names, args, {"mask": None, "causal": False})]
+    return [Example(names, args, {"mask": pad, "causal": True}), Example(names, args, {"mask": None, "causal": False}),
+            Example(names, args, {"mask": left, "causal": True})]
 
 
 # -- facts --------------------------------------------------------------------------------------
@@ -255,66 +260,6 @@ def multi_head_attention_is_permutation_equivariant(subject, example):
                                                              example.options), out[:, ::-1])
 
 
-# -- conventions: what a fully masked row gives, an additive mask ---------------------------------
-def _rows_filled(name, fill):
-    """The reference of ``name`` with a query that reads nothing given ``fill``: NaN, or the
-    mean of the values (every key weighted alike, as a finite fill of the scores gives)."""
-    forward, backward = pair(f"t04_attention.{name}_forward", f"t04_attention.{name}_backward")
-
-    def filled_forward(q, k, v, mask=None, scale=None, causal=False, window=None):
-        options = {"mask": mask, "scale": scale, "causal": causal, "window": window}
-        out, cache = forward(q, k, v, **options)
-        empty = ~allowed(Example(("q", "k", "v"), (q, k, v), options)).any(axis=-1)     # [B, H, N]
-        group = q.shape[1] // k.shape[1]
-        out = out.copy()
-        if fill == "nan":
-            out[empty] = np.nan
-        else:
-            means = np.repeat(v.mean(axis=2), group, axis=1)[:, :, None, :]     # [B, H, 1, D]
-            out[empty] = np.broadcast_to(means, out.shape)[empty]
-        return out, (cache, empty, group, v.shape)
-
-    def filled_backward(d_out, cache):
-        inner, empty, group, (B, H_kv, M, D) = cache
-        d_q, d_k, d_v = (np.array(g, np.float64) for g in backward(d_out, inner))
-        if fill == "nan":
-            heads = empty.reshape(B, H_kv, group, -1).any(axis=(2, 3))          # [B, H_kv]
-            d_q[empty], d_k[heads], d_v[heads] = np.nan, np.nan, np.nan
-        else:
-            read = (d_out * empty[..., None]).sum(axis=2).reshape(B, H_kv, group, D).sum(axis=2)
-            d_v = d_v + read[:, :, None, :] / M
-        return d_q, d_k, d_v
-    return filled_forward, filled_backward
-
-
-def _additive(fill):
-    """Attention with the mask added to the scores as ``fill`` where a key may not be read
-    (scores + mask, the mask 0 or ``fill``): a partly masked row is npformer's, since exp of
-    a score near ``fill`` is 0; a fully masked row reads every key, weighted by its scores
-    (every score moved by the same ``fill``), rounded as the sum rounds them."""
-    def additive_forward(q, k, v, mask=None, scale=None, causal=False, window=None):
-        readable = allowed(Example(("q", "k", "v"), (q, k, v), {"mask": mask, "causal": causal, "window": window}))
-        group = q.shape[1] // k.shape[1]
-        keys, values = repeat_kv(k, group), repeat_kv(v, group)
-        scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else float(scale)
-        scores = q @ keys.swapaxes(-1, -2) * scale + np.where(readable, 0.0, fill)
-        weights, softmax = softmax_forward(scores)
-        return weights @ values, (AttentionCache(q, keys, values, softmax, scale), group)
-
-    def additive_backward(d_out, cache):
-        inner, group = cache
-        d_q, d_keys, d_values = attention_backward(d_out, inner)
-        return d_q, sum_groups(d_keys, group), sum_groups(d_values, group)
-    return additive_forward, additive_backward
-
-
-for _name in ("attention", "grouped_attention"):
-    spec.convention(_name, {ROWS: "mean of values"}, functools.partial(_rows_filled, _name, "mean"))
-    spec.convention(_name, {ROWS: "nan"}, functools.partial(_rows_filled, _name, "nan"))
-    for _fill in ADDITIVE_FILLS:
-        spec.convention(_name, {"mask": f"additive {_fill}"}, functools.partial(_additive, float(_fill)))
-
-
 # -- what the scope words mean here ------------------------------------------------------------------
 for _name in ("attention", "grouped_attention"):
     spec.capability(_name, "no_gqa")(lambda args, options: args[0].shape[1] == args[1].shape[1])
@@ -324,8 +269,16 @@ for _name in ("attention", "grouped_attention"):
         lambda args, options: bool(allowed(Example(("q", "k", "v"), tuple(args[:3]), options)).any(axis=-1).all()))
 spec.capability("multi_head_attention", "no_gqa")(lambda args, options: args[1].shape[1] == args[2].shape[1])
 spec.capability("multi_head_attention", "even_head_width")(lambda args, options: (args[1].shape[1] // args[5]) % 2 == 0)
-spec.capability("multi_head_attention", "no_fully_masked")(
-    lambda args, options: options.get("mask") is None or bool(np.asarray(options["mask"]).any(axis=-1).all()))
+@spec.capability("multi_head_attention", "no_fully_masked")
+def multi_head_reads_something(args, options):
+    """True when every query reads a key: the padding mask and the causal rule together."""
+    B, N = np.shape(args[0])[:2]
+    found = np.ones((B, 1, N, N), bool)
+    if options.get("mask") is not None:
+        found &= np.broadcast_to(options["mask"], found.shape)
+    if options.get("causal"):
+        found &= np.tril(np.ones((N, N), bool))
+    return bool(found.any(axis=-1).all())
 
 
 # -- gradient-check cases ------------------------------------------------------------------------

@@ -48,8 +48,10 @@ def rope_inputs(draw):
 @spec.corners("rope")
 def rope_corners(rng):
     x = normal(rng, 2, 2, 3, 6)
+    wide = normal(rng, 1, 2, 3, 8)                  # a quarter of it is one pair
     return [Example(("x", "positions"), (x, np.array([[0, 1, 2], [4, 5, 6]])), {"base": 100.0, "layout": layout})
-            for layout in ("half", "interleaved")]
+            for layout in ("half", "interleaved")] + \
+        [Example(("x", "positions"), (wide, np.array([2, 3, 4])), {"base": 10000.0, "layout": "half"})]
 
 
 def _pairs_norms(x, layout):
@@ -93,6 +95,32 @@ def rope_turns_by_the_angle(subject, example):
 
 spec.convention("rope", {"layout": "interleaved"})
 spec.convention("rope", {"layout": "half"})
+
+
+def partial_rope(said):
+    """RoPE turning only the first D_rot = fraction D features of each head (made even, as
+    npformer's ``Rotary``), the rest passed through: GPT-NeoX's rotary_pct, Phi's partial
+    rotary factor; ``said``: {"fraction": 0.5 or 0.25}. A head too narrow for one pair passes
+    through whole."""
+    fraction = said["fraction"]
+
+    def partial_forward(x, positions, base=10000.0, layout="half"):
+        D = x.shape[-1]
+        if 2 * (int(D * fraction) // 2) == 0:
+            return x.copy(), None
+        layer = lookup("t05_rope.Rotary")(D, base, layout, fraction=fraction)
+        out, cache = layer.forward(x, positions)
+        return out, (layer, cache)
+
+    def partial_backward(d_out, cache):
+        if cache is None:
+            return d_out.copy(), None
+        layer, inner = cache
+        return layer.backward(d_out, inner), None
+    return partial_forward, partial_backward
+
+
+spec.conventions("rope", {"fraction": (0.5, 0.25)}, partial_rope)
 spec.capability("rope", "even_head_width")(lambda args, options: np.shape(args[0])[-1] % 2 == 0)
 
 

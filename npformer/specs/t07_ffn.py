@@ -12,7 +12,7 @@ from . import claims
 from .draw import Example, arrays, size
 from .facts import close
 from .problems import normal, shape
-from .registry import Spec, lookup
+from .registry import Spec, lookup, pair
 
 spec = Spec("t07_ffn.py")
 
@@ -43,6 +43,34 @@ def swiglu_inputs(draw):
     args = (draw(arrays((B, N, d))), draw(arrays((d, hidden))), draw(arrays((d, hidden))),
             draw(arrays((hidden, d))))
     return Example(("x", "w_gate", "w_up", "w_down"), args)
+
+
+def gated_by(said):
+    """The gated feed-forward network under ``said`` {"gate": "gelu" or "gelu_tanh"}: GeGLU,
+    GELU(x W_gate) * (x W_up) W_down, as the GLU-variants paper (exact GELU) and Gemma (tanh)."""
+    act_forward, act_backward = pair(f"t06_activations.{said['gate']}_forward",
+                                     f"t06_activations.{said['gate']}_backward")
+    linear_forward, linear_backward = pair("t02_linear.linear_forward", "t02_linear.linear_backward")
+
+    def gated_forward(x, w_gate, w_up, w_down):
+        g, gate = linear_forward(x, w_gate)                          # [..., hidden]
+        u, up = linear_forward(x, w_up)
+        a, act = act_forward(g)
+        y, down = linear_forward(a * u, w_down)                      # [..., d]
+        return y, (gate, up, act, a, u, down)
+
+    def gated_backward(d_out, cache):
+        gate, up, act, a, u, down = cache
+        d_h, d_w_down, _ = linear_backward(d_out, down)              # y = h W_down
+        d_u = d_h * a                                                # h = a u
+        d_g = act_backward(d_h * u, act)                             # a = act(g)
+        d_x_up, d_w_up, _ = linear_backward(d_u, up)
+        d_x_gate, d_w_gate, _ = linear_backward(d_g, gate)
+        return d_x_up + d_x_gate, d_w_gate, d_w_up, d_w_down
+    return gated_forward, gated_backward
+
+
+spec.conventions("swiglu", {"gate": ("gelu", "gelu_tanh")}, gated_by)
 
 
 @spec.prop("swiglu", "position-wise: changing one position's input changes only that position's output")

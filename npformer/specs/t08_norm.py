@@ -6,6 +6,8 @@ their gradient-check cases and exercise 08. Mistakes: ``t08_norm.json``.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..t08_norm import (LayerNorm, RMSNorm, layernorm_backward, layernorm_forward, rmsnorm_backward,
@@ -13,7 +15,7 @@ from ..t08_norm import (LayerNorm, RMSNorm, layernorm_backward, layernorm_forwar
 from .draw import Example, arrays, leading_axes, normal, size
 from .facts import close, upstream
 from .problems import shape
-from .registry import Spec, pair
+from .registry import Spec, original_pair, pair
 
 spec = Spec("t08_norm.py")
 
@@ -107,47 +109,134 @@ def rmsnorm_gradient_is_blind_to_scale(subject, example):
     close("the gradient's dot with x", (d_x * x).sum(axis=-1), 0.0, 1e-6)
 
 
-# -- conventions of published code ------------------------------------------------------------------
-def unbiased_layernorm():
-    """LayerNorm dividing the squares' sum by d - 1 (PyTorch's ``var(unbiased=True)``)."""
-    forward, backward = pair("t08_norm.layernorm_forward", "t08_norm.layernorm_backward")
+# -- conventions of published code: the variance's divisor, eps after the root, a gain stored as w - 1 ------
+def layernorm_convention(said, base=pair):
+    """LayerNorm under ``said``: ``variance`` "unbiased" (PyTorch's ``var(unbiased=True)``: the
+    squares' sum over d - 1), ``eps`` "outside sqrt" ((x - mean) / (std + eps), as the Annotated
+    Transformer), ``gain`` "1 + w" (the stored weight w applied as 1 + w: Megatron's
+    layernorm_1p), in any combination. Without eps after the root it is npformer's own function
+    with another gain and eps (so its catalogued mistakes apply under it)."""
+    unbiased, one_plus = said.get("variance") == "unbiased", said.get("gain") == "1 + w"
+    if said.get("eps") == "outside sqrt":
+        return eps_outside_layernorm(unbiased, one_plus)
+    forward, backward = base("t08_norm.layernorm_forward", "t08_norm.layernorm_backward")
 
-    def unbiased_forward(x, gamma, beta, eps=1e-5):
-        # xc / sqrt(var d/(d-1) + eps) = c xc / sqrt(var + eps/c^2...) with c = sqrt((d-1)/d)
-        d = x.shape[-1]
-        c = np.sqrt((d - 1) / d) if d > 1 else np.nan
-        y, cache = forward(x, gamma * c, beta, eps * (d - 1) / d)
-        return y, (cache, c)
+    def factor(d):
+        return (np.sqrt((d - 1) / d) if d > 1 else np.nan) if unbiased else 1.0
 
-    def unbiased_backward(d_out, cache):
-        inner, c = cache
-        d_x, d_gamma, d_beta = backward(d_out, inner)
-        return d_x, d_gamma * c, d_beta
-    return unbiased_forward, unbiased_backward
+    def convention_forward(x, gamma, beta, eps=1e-5):
+        # xc / sqrt(sum xc^2 / (d-1) + eps) = c xc / sqrt(var + eps c^2), c = sqrt((d-1)/d)
+        c = factor(x.shape[-1])
+        gain = 1 + gamma if one_plus else gamma
+        return forward(x, gain * c, beta, eps * c * c)          # npformer's own cache: c is d's
+
+    def convention_backward(d_out, cache):
+        d_x, d_gain, d_beta = backward(d_out, cache)
+        return d_x, d_gain * factor(cache.xhat.shape[-1]), d_beta      # d(1 + w)/dw = 1
+    return convention_forward, convention_backward
 
 
-def eps_outside_layernorm():
-    """LayerNorm adding eps after the root: (x - mean) / (std + eps)."""
+class OutsideCache(NamedTuple):
+    """What a norm with eps after the root keeps for its backward (``xhat``, as npformer's)."""
+
+    xhat: np.ndarray
+    root: np.ndarray        # the standard deviation, or the root mean square [..., 1]
+    eps: float
+    gain: np.ndarray
+    n: int                  # what the squares' sum is divided by
+
+
+def eps_outside_layernorm(unbiased=False, one_plus=False):
+    """LayerNorm adding eps after the root: (x - mean) / (std + eps), std biased or not."""
     def outside_forward(x, gamma, beta, eps=1e-5):
-        xc = x - x.mean(axis=-1, keepdims=True)                 # [..., d]
-        std = np.sqrt((xc ** 2).mean(axis=-1, keepdims=True))   # [..., 1]
+        d = x.shape[-1]
+        n = d - 1 if unbiased else d
+        xc = x - x.mean(axis=-1, keepdims=True)                        # [..., d]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            std = np.sqrt((xc ** 2).sum(axis=-1, keepdims=True) / n)   # [..., 1]
         xhat = xc / (std + eps)
-        return gamma * xhat + beta, (xhat, std, eps, gamma)
+        gain = 1 + gamma if one_plus else gamma
+        return gain * xhat + beta, OutsideCache(xhat, std, eps, gain, n)
 
     def outside_backward(d_out, cache):
-        xhat, std, eps, gamma = cache
-        d_xhat = d_out * gamma
-        # xhat = xc / (std + eps): the direct path, then the one through std = sqrt(mean(xc^2))
-        # (d std / d xc = xc / (d std), and xc = xhat (std + eps)); the mean's path removes
-        # each row's mean of the sum
-        through_std = xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True) / np.where(std > 0, std, np.inf)
+        xhat, std, eps, gain, n = cache
+        d_xhat = d_out * gain
+        # xhat = xc / (std + eps): the direct path, then the one through std = sqrt(sum xc^2 / n)
+        # (d std / d xc = xc / (n std), and xc = xhat (std + eps)); the mean's path removes
+        # each row's mean of the sum (that of the second term is 0: xhat sums to 0)
+        through_std = xhat * (d_xhat * xhat).sum(axis=-1, keepdims=True) / n / np.where(std > 0, std, np.inf)
         d_x = (d_xhat - d_xhat.mean(axis=-1, keepdims=True)) / (std + eps) - through_std
         return d_x, sum_over_positions(d_out * xhat), sum_over_positions(d_out)
     return outside_forward, outside_backward
 
 
-spec.convention("layernorm", {"variance": "unbiased"}, unbiased_layernorm)
-spec.convention("layernorm", {"eps": "outside sqrt"}, eps_outside_layernorm)
+def rmsnorm_convention(said, base=pair):
+    """RMSNorm under ``said``: ``eps`` "outside sqrt" (x / (rms + eps), as the RMSNorm paper's
+    code), ``gain`` "1 + w" (Gemma's x / rms * (1 + w)), or both."""
+    one_plus = said.get("gain") == "1 + w"
+    if said.get("eps") == "outside sqrt":
+        return eps_outside_rmsnorm(one_plus)
+    forward, backward = base("t08_norm.rmsnorm_forward", "t08_norm.rmsnorm_backward")
+
+    def convention_forward(x, gamma, eps=1e-6):
+        return forward(x, 1 + gamma, eps)
+
+    return convention_forward, backward           # d(1 + w)/dw = 1
+
+
+def eps_outside_rmsnorm(one_plus=False):
+    """RMSNorm adding eps after the root: x / (rms + eps)."""
+    def outside_forward(x, gamma, eps=1e-6):
+        rms = np.sqrt((x ** 2).mean(axis=-1, keepdims=True))            # [..., 1]
+        xhat = x / (rms + eps)
+        gain = 1 + gamma if one_plus else gamma
+        return gain * xhat, OutsideCache(xhat, rms, eps, gain, x.shape[-1])
+
+    def outside_backward(d_out, cache):
+        xhat, rms, eps, gain, _ = cache
+        d_xhat = d_out * gain
+        # xhat = x / (rms + eps): the direct path, and the one through rms (d rms / dx = x / (d rms),
+        # x = xhat (rms + eps))
+        through_rms = xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True) / np.where(rms > 0, rms, np.inf)
+        return d_xhat / (rms + eps) - through_rms, sum_over_positions(d_out * xhat)
+    return outside_forward, outside_backward
+
+
+def mean_factor(example):
+    """The 1/d of a mean over the features."""
+    d = example.args[0].shape[-1]
+    return {f"1/d (the mean over the {d} features)": 1 / d}
+
+
+spec.factors("layernorm")(mean_factor)
+spec.factors("rmsnorm")(mean_factor)
+spec.conventions("layernorm", {"variance": ("unbiased",), "eps": ("outside sqrt",), "gain": ("1 + w",)},
+                 layernorm_convention)
+spec.conventions("rmsnorm", {"eps": ("outside sqrt",), "gain": ("1 + w",)}, rmsnorm_convention)
+
+
+def norms_in_modules(chosen):
+    """The patches that make every norm of a block or model follow ``chosen``'s variance and eps
+    (a gain stored as w is the weight map's business: ``gains_one_plus``)."""
+    said = {k: v for k, v in chosen.items() if k in ("variance", "eps")}
+    found = {}
+    for name, build in (("layernorm", layernorm_convention), ("rmsnorm", rmsnorm_convention)):
+        own = {k: v for k, v in said.items() if k != "variance" or name == "layernorm"}
+        if own:
+            forward, backward = build(own, original_pair)
+            found[f"npformer.t08_norm.{name}_forward"] = forward
+            found[f"npformer.t08_norm.{name}_backward"] = backward
+    return found
+
+
+def _has_norms(kind, config):
+    return not kind.endswith("_mlp")
+
+
+spec.module_convention({"variance": "unbiased"}, lambda kind, config: _has_norms(kind, config) and
+                       config.norm == "layernorm", norms_in_modules)
+spec.module_convention({"eps": "outside sqrt"}, _has_norms, norms_in_modules)
+spec.module_convention({"gain": "1 + w"}, _has_norms, gains_one_plus=True)
 
 
 # -- gradient-check cases ---------------------------------------------------------------------------

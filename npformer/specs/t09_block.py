@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..t04_attention import padding_mask
-from ..t09_block import BlockConfig, build_block
+from ..t09_block import BlockCache, BlockConfig, build_block
 from . import claims
 from .draw import (Example, alternating, arrays, assume_varied, block_recipe, key_mask, sampled, size, st,
                    weights_of)
@@ -149,3 +149,25 @@ def causal_block_gradient(L, R):
         out, cache = block.forward(g.standard_normal((2, 4, 8)))
         claims.zero("d_x after position 1",
                     block.backward(claims.upstream_at(out.shape, (slice(None), 1), g), cache)[:, 2:])
+
+
+# -- a convention of whole blocks: the parallel residual ------------------------------------------
+def parallel_forward(self, x, mask=None, positions=None, kv=None, **ffn_inputs):
+    """GPT-J's and GPT-NeoX's block: y = x + Attn(Norm1(x)) + FFN(Norm2(x)), both branches read x."""
+    a, norm1 = self.norm1.forward(x)
+    attended, attn = self.attn.forward(a, mask, positions, kv)
+    f, norm2 = self.norm2.forward(x)
+    fed, ffn = self.ffn.forward(f, **ffn_inputs)
+    return x + attended + fed, BlockCache(norm1, attn, norm2, ffn)
+
+
+def parallel_backward(self, d_out, cache, **ffn_grads):
+    """d_x = d_out + both branches' gradients, each through its own norm."""
+    d_f = self.ffn.backward(d_out, cache.ffn, **ffn_grads)
+    d_a = self.attn.backward(d_out, cache.attn)
+    return d_out + self.norm1.backward(d_a, cache.norm1) + self.norm2.backward(d_f, cache.norm2)
+
+
+spec.module_convention({"residual": "parallel"}, lambda kind, config: not kind.endswith("_mlp") and config.prenorm,
+                       lambda chosen: {"npformer.t09_block.PreNormBlock.forward": parallel_forward,
+                                       "npformer.t09_block.PreNormBlock.backward": parallel_backward})

@@ -109,6 +109,14 @@ def summed_loss():
 
 
 spec.convention("cross_entropy", {"reduction": "sum"}, summed_loss)
+
+
+@spec.factors("cross_entropy")
+def loss_factors(example):
+    """The mean's 1/count, over the targets that count."""
+    targets = example.args[example.names.index("targets")]
+    count = int((targets != example.options.get("ignore_index", -100)).sum())
+    return {"1/count (the mean over counted targets)": 1 / max(count, 1)}
 spec.capability("cross_entropy", "no_ignore_index")(
     lambda args, options: not (np.asarray(args[1]) == options.get("ignore_index", -100)).any())
 

@@ -214,3 +214,39 @@ def identical_experts_act_as_one(L, R):
     single = moe.experts[0].astype(np.float64)
     claims.close("d_x", d_x, single.backward(G, single.forward(x)[1]))
     claims.close("router.weight.grad", moe.router.weight.grad, 0.0)
+
+
+@spec.case_diagnosis
+def moe_case_diagnoses(target, options, upstream, theirs, ours):
+    """What a MoE layer's gradient misses, found by sending back the outputs' gradient and the
+    aux loss's apart: the router learns from the outputs too (the weights of the chosen experts
+    are its softmax), and the aux gradient reaches the real tokens only."""
+    inner = getattr(target, "target", None)
+    if inner is None or not isinstance(inner, lookup("t14_moe.MoE")) or np.ndim(upstream) != 1:
+        return []
+    found = []
+    outputs_only = np.array(upstream)
+    outputs_only[-1] = 0.0                                   # d_aux = 0: the outputs' gradient alone
+    mine, right = theirs(outputs_only), ours(outputs_only)
+    router = [n for n in right.grads if "router" in n and right.grads[n] is not None]
+    if mine.error is None and router and all(
+            not np.abs(mine.grads.get(n, 0)).max(initial=0) > 1e-12 * np.abs(right.grads[n]).max(initial=0)
+            for n in router) and any(np.abs(right.grads[n]).max(initial=0) > 0 for n in router):
+        found.append("no gradient reaches the router from the outputs: y = sum over the chosen experts of "
+                     "weight * expert(x), and the weights are the router's renormalised softmax "
+                     "(d_weights -> d_kept -> d_probs -> d_logits)")
+    mask = options.get("token_mask")
+    if mask is not None and not np.all(mask):
+        aux_only = np.zeros_like(np.asarray(upstream, np.float64))
+        aux_only[-1] = upstream[-1]                          # the aux loss's gradient alone
+        mine, right = theirs(aux_only), ours(aux_only)
+        name = next(iter(right.grads), None)
+        found_grad = None if mine.error is not None or name is None else mine.grads.get(name)
+        if found_grad is not None and np.shape(found_grad) == np.shape(right.grads[name]):
+            padded = ~np.asarray(mask, bool)
+            if np.abs(np.asarray(right.grads[name])[padded]).max(initial=0) == 0 and \
+                    np.abs(np.asarray(found_grad)[padded]).max(initial=0) > 0:
+                found.append("padding leaks into the aux gradient: P_e averages the router's probabilities "
+                             "over the real tokens only, so a padded position gets no load-balancing "
+                             "gradient (multiply by cache.real)")
+    return found

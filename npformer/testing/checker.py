@@ -17,25 +17,25 @@ from . import mistakes, properties, protocol, strategies
 from .compare import abs_tolerance, compare_tensor, data_scale, tolerance
 from .diagnosis import matching_mistakes, message_of, smallest_failure
 from .mistakes.registry import applicable
+from ..specs import FACTORS
 from ..specs.facts import precision as property_precision
 from .report import CheckResult, Failure
 from .scope import OutOfScope, Scope
 from .search import explore
+from .structure import candidates as structural
 from .subject import Subject, _same_value, describe_error
 
 VACUOUS_WITHOUT = {"no_fully_masked": ("no readable key", "nothing readable")}   # property texts
 
 
 def factors(component, example):
-    """{name: value} of the constant factors a gradient of this component must not lose."""
+    """{name: value} of the constant factors a gradient of this component must not lose: its
+    spec's (``spec.factors``), or 1/sqrt(D) for one whose queries are an input."""
+    if component in FACTORS:
+        return FACTORS[component](example)
     args = dict(zip(example.names, example.args))
     if "q" in args:
         return {"1/sqrt(D)": 1 / math.sqrt(args["q"].shape[-1])}
-    if component == "cross_entropy":
-        count = int((args["targets"] != -100).sum())
-        return {"1/count (the mean over counted targets)": 1 / max(count, 1)}
-    if "x" in args and component in ("layernorm", "rmsnorm"):
-        return {f"1/d (the mean over the {args['x'].shape[-1]} features)": 1 / args["x"].shape[-1]}
     return {}
 
 
@@ -54,15 +54,24 @@ class Checker:
             self.properties = []
         self.results, self.seen, self.ran, self._matches = {}, [], [], []
         self.raised = False
-        # the catalogue's mistakes are edits of npformer's own convention: not tried under another
-        found = mistakes.of_functions(self.component.functions) if variant is None else []
-        self.candidates, self.stale = applicable(found)
+        # a convention's reference is built on npformer's own functions where it can be: their
+        # catalogued mistakes apply under it too (where it is not, they change nothing)
+        functions = self.component.functions if variant is None else self.concept_functions()
+        self.candidates, self.stale = applicable(mistakes.of_functions(functions))
+        self.deferred = structural(functions)
         scope = subject.scope or Scope()
         corners = (scope.fit(self.component.name, scope.pin(c))
                    for c in strategies.corner_examples(self.component.name))
         self.corners = [c for c in corners if subject.can_run(c)]
         draw = self.component.draw.map(scope.pin) if scope.pinned else self.component.draw
         self.strategy = draw.filter(subject.can_run) if subject.untaken or scope.lacks else draw
+
+    def concept_functions(self):
+        """The functions of every component of this one's concept: what a convention's reference
+        may run instead of the component's own (tanh GELU for GELU)."""
+        found = [f for c in catalogue.COMPONENTS.values() if c.concept == self.component.concept
+                 for f in c.functions]
+        return tuple(dict.fromkeys(self.component.functions + tuple(found)))
 
     def vacuous(self, prop):
         """True when the implementation takes none of the options the property is about (an
@@ -181,6 +190,12 @@ class Checker:
         found = matching_mistakes(self, [example] + self.seen + self.ran, outputs_only, two=True)
         self._matches.append((example, outputs_only, found))     # the example is kept alive with it
         return found
+
+    def structural_matches(self, example, outputs_only):
+        """``matches`` among the structural candidates (``structure``), asked only when the
+        catalogue leaves a failure unexplained."""
+        return matching_mistakes(self, [example] + self.seen + self.ran, outputs_only,
+                                 candidates=self.deferred)
 
     def reference_outcome(self, example):
         """The reference's results on ``example``: what the implementation is compared on

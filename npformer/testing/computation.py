@@ -69,6 +69,11 @@ class Patched:
     def __init__(self, patches=None):
         self.patches = dict(patches or {})
 
+    @property
+    def functions(self):
+        """The paths of npformer's functions this computation replaces (its code's own)."""
+        return set(self.patches)
+
     def subject(self, component):
         """A ``Subject`` of ``component`` computed with the patches in place."""
         return PatchedSubject(component, self.patches)

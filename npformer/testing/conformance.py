@@ -18,6 +18,7 @@ import numpy as np
 
 from . import components as catalogue
 from . import conventions as known_conventions
+from . import strategies
 from . import mistakes
 from .checker import Checker, as_subject, compared_failures, fixed_properties  # noqa: F401 - the engine's
 from .compare import TOLERANCES, compare_tensor  # noqa: F401 - one table of tolerances for every check
@@ -26,6 +27,7 @@ from .independent import other_causes
 from .mistakes.registry import stale_warning
 from .report import CheckResult, ConformanceReport
 from .scope import Scope
+from .subject import UsageError
 
 AT_FLOAT32 = "judged at float32's tolerance, properties included"
 
@@ -54,7 +56,9 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
     scope = Scope.parse(scope, found)
     if precision is not None and precision not in TOLERANCES:
         raise ValueError(f"precision: expected one of {', '.join(TOLERANCES)}, got {precision!r}")
+    _callable(forward, backward, vjp, found)
     run = _Attempt(found, forward, backward, vjp, scope, examples, seed, rtol, atol)
+    run.try_once()
     given = known_conventions.find(found.name, convention) if convention is not None else ()
     report = run(precision, *given)
     if report.ok or report.error:
@@ -72,14 +76,31 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
     for said, variant in conventions:
         under = run.under(report, said, variant, precision)
         if under is not None:
-            return under if under.ok else other_causes(run, under)
+            return under
     if lower and precision is None and not _named(report):    # a mistake that explains it is no rounding
         report, precision = _at_float32(run, report, given, lower, precision)
         for said, variant in conventions if not report.ok and precision is None else ():
             under = run.under(report, said, variant, "float32", rounding=True)
-            if under is not None and under.ok:
+            if under is not None:
                 return under
-    return report if report.ok else other_causes(run, report)
+    if report.ok:
+        return report
+    # no convention explains everything: one the forward follows is the code's, and what differs
+    # under it is the slip (a catalogued mistake of npformer's function still applies there)
+    followed = run.forward_follows(report, conventions, precision)
+    return other_causes(run, followed if followed is not None else report)
+
+
+def _callable(forward, backward, vjp, component):
+    """UsageError at once, saying what to pass, unless the functions are functions."""
+    for name, given in (("forward", forward), ("backward", backward), ("vjp", vjp)):
+        if given is None and name != "forward":
+            continue
+        if not callable(given):
+            what = f"the text {given!r}" if isinstance(given, str) else type(given).__name__
+            raise UsageError(f"{name}: expected a function (or an adapter such as from_torch(fn)), got {what}: "
+                             f"pass the function itself, as in conform({component.name!r}, my_forward, "
+                             f"my_backward) with {component.signature}")
 
 
 def _at_float32(run, report, given, lower, precision):
@@ -138,10 +159,25 @@ class _Attempt:
         self.untaken = as_subject(component.name, *self.functions).untaken
         self.checkers = {}
 
+    def try_once(self):
+        """Call the forward on one corner input: a forward that answers in another shape than
+        its signature says (its cache returned without a backward) is refused at once."""
+        subject = as_subject(self.component.name, *self.functions, scope=self.scope)
+        corner = next((c for c in strategies.corner_examples(self.component.name) if subject.can_run(c)), None)
+        if corner is None:
+            return
+        try:
+            subject.output(corner.fresh().args, corner.options)
+        except UsageError:
+            raise
+        except Exception:               # noqa: BLE001 - any other error is a check's finding
+            return
+
     def checker(self, precision, said=None, variant=None):
         scope = self.scope
-        if said and variant is None:                  # an option convention: the reference's option
-            scope = Scope({**scope.pinned, **said}, scope.lacks)
+        options = {k: v for k, v in (said or {}).items() if k in known_conventions.options(self.component.name)}
+        if options:                                   # an option convention: the reference's own option
+            scope = Scope({**scope.pinned, **options}, scope.lacks)
         subject = as_subject(self.component.name, *self.functions, scope=scope)
         return Checker(subject, self.rtol, self.atol, precision, variant() if variant else None)
 
@@ -150,17 +186,17 @@ class _Attempt:
         the first run failed on (a cheap look before a whole run)."""
         checker = self.checker(precision, said, variant)
         scope = checker.subject.scope or Scope()
-        failed = [scope.pin(c.failure.example) for c in report.failures
-                  if c.kind != "property" and c.failure.example is not None]
-        failed = [e for e in failed if checker.subject.can_run(e)]
+        # an error the code raises is its own: no convention changes it, and it stops no look
+        wrong = [c for c in report.failures if c.kind != "property" and c.failure.example is not None
+                 and not c.failure.message.startswith("your implementation raised")]
+        names = {c.name for c in wrong}
+        failed = [e for e in (scope.pin(c.failure.example) for c in wrong) if checker.subject.can_run(e)]
         return all(v is None for e in failed for k, v in checker.compare(e).items()
-                   if k.startswith(("output", "gradient"))) if failed else bool(report.failures)
+                   if k in names) if failed else bool(report.failures)
 
     def under(self, report, said, variant, precision, rounding=False):
-        """The report under a convention, or None: the run at ``precision`` when the code
-        agrees with the convention on the examples ``report`` failed on and that run conforms;
-        for an option convention (npformer's own function with another option, so its
-        catalogued mistakes apply) also the run whose every failure names a mistake.
+        """The report under a convention when the code agrees with the convention on the
+        examples ``report`` failed on and that whole run conforms, else None.
         ``rounding``: the run is at float32 for code that returns float64 numbers."""
         try:
             if self.screen(report, said, variant, precision):
@@ -172,19 +208,37 @@ class _Attempt:
                     return under
         except RuntimeError:                  # the convention does not apply to these inputs
             return None
-        if variant is None and not rounding and not _named(report) and self.mistaken(report, said, precision):
-            under = self(precision, said)
-            return under if _named(under) else None
         return None
 
-    def mistaken(self, report, said, precision):
-        """True when a catalogued mistake, run with the convention's option, computes the
-        outputs the code computed on the first example ``report``'s outputs failed on."""
-        checker = self.checker(precision, said)
-        failed = [checker.subject.scope.pin(c.failure.example) for c in report.failures
-                  if c.kind == "output" and c.failure.example is not None]
-        failed = [e for e in failed if checker.subject.can_run(e)][:1]
-        return bool(failed) and bool(matching_mistakes(checker, failed, outputs_only=True))
+    def forward_follows(self, report, conventions, precision):
+        """The report under the first convention the code's forward follows, or None: one whose
+        reference computes what the code computes on every example ``report``'s outputs failed
+        on (what still differs under it is no convention), or an option convention (RoPE's
+        layout) under which a catalogued mistake does (the code follows it, and makes that
+        mistake: named when it explains every failure there). None when no output failed."""
+        failed = [c.failure.example for c in report.failures if c.kind == "output" and c.failure.example is not None
+                  and not c.failure.message.startswith("your implementation raised")]   # an error is no convention's
+        if not failed:
+            return None
+        for said, variant in conventions:
+            checker = self.checker(precision, said, variant)
+            scope = checker.subject.scope or Scope()
+            examples = [e for e in (scope.pin(e) for e in failed) if checker.subject.can_run(e)]
+            try:
+                if examples and all(v is None for e in examples for k, v in checker.compare(e).items()
+                                    if k.startswith("output")):
+                    under = self(precision, said, variant)
+                    if not any(c.kind == "output" for c in under.failures):
+                        under.notes.append("your forward agrees under this convention; what differs is not one")
+                        return under
+                elif variant is None and examples and not _named(report) and \
+                        matching_mistakes(checker, examples[:1], outputs_only=True):    # an option's: cheap
+                    under = self(precision, said, variant)
+                    if _named(under):
+                        return under
+            except RuntimeError:
+                continue
+        return None
 
     def __call__(self, precision=None, said=None, variant=None):
         checker = self.checker(precision, said, variant)
@@ -202,9 +256,7 @@ class _Attempt:
             report.scope = self.scope.describe()
             report.notes.append(f"scope: checked only with {report.scope}")
         if said:
-            report.notes.append(f"convention: {known_conventions.describe(said)} (the reference was run "
-                                f"under it" + ("; catalogued mistakes are npformer's convention and not "
-                                               "tried)" if variant else ")"))
+            report.notes.append(f"convention: {known_conventions.describe(said)} (the reference was run under it)")
         report.warnings = stale_warning(checker.stale)
         for text in report.warnings:
             warnings.warn(text, stacklevel=3)

@@ -11,22 +11,53 @@ npformer's own functions where they reach. Each is declared in the spec of its c
 """
 from __future__ import annotations
 
-from ..specs import CONVENTIONS
+import functools
+import itertools
+
+from ..specs import CONVENTIONS, FAMILIES
 
 
 def of(component, untaken=()):
-    """The conventions to try for ``component``: an option convention only when the code does
-    not take that option (code that takes ``layout`` is asked for each layout by name)."""
-    return [(said, variant) for said, variant in CONVENTIONS.get(component, [])
-            if variant is not None or all(name in untaken for name in said)]
+    """The conventions to try for ``component``, each alone, then together: an option
+    convention only when the code does not take that option (code that takes ``layout`` is
+    asked for each layout by name)."""
+    alone = [(said, variant) for said, variant in CONVENTIONS.get(component, [])
+             if variant is not None or all(name in untaken for name in said)]
+    return alone + list(together(component, untaken))
+
+
+def together(component, untaken=()):
+    """(said, variant) of every combination of two or more conventions that can hold at once:
+    the values of a family's axes (``spec.conventions``), and an option convention with one of
+    them (interleaved RoPE pairs and a partial rotation), smallest first."""
+    options = [said for said, variant in CONVENTIONS.get(component, [])
+               if variant is None and all(name in untaken for name in said)]
+    for axes, build in FAMILIES.get(component, []):
+        names = list(axes)
+        for count in range(2, len(names) + 1):
+            for chosen in itertools.combinations(names, count):
+                for values in itertools.product(*(axes[name] for name in chosen)):
+                    said = dict(zip(chosen, values))
+                    if build(said) is not None:
+                        yield said, functools.partial(build, said)
+        for option in options:
+            for name in names:
+                for value in axes[name]:
+                    yield {**option, name: value}, functools.partial(build, {name: value})
+
+
+def options(component):
+    """The names of the reference's options that are conventions of ``component`` ("layout")."""
+    return {name for said, variant in CONVENTIONS.get(component, []) if variant is None for name in said}
 
 
 def find(component, convention):
     """(said, variant) for a convention given up front; ValueError naming ``convention``."""
-    for said, variant in CONVENTIONS.get(component, []):
+    for said, variant in CONVENTIONS.get(component, []) + list(together(component, convention)):
         if said == dict(convention):
             return said, variant
     known = "; ".join(describe(s) for s, _ in CONVENTIONS.get(component, [])) or "none"
+    known += " (or several of them at once)" if FAMILIES.get(component) else ""
     raise ValueError(f"convention: expected one of {known} for {component}, got {convention!r}")
 
 

@@ -41,8 +41,11 @@ def smallest_failure(checker, name, examples, seed, shrunk=None):
     if not name.startswith(("output", "gradient")):
         return failure
     # one mistake, else two wrong lines in one function (each one's hint)
-    failure.matches = checker.matches(example, outputs_only=name.startswith("output"))
+    outputs_only = name.startswith("output")
+    failure.matches = checker.matches(example, outputs_only=outputs_only)
     failure.mistake = failure.matches[0] if failure.matches else None
+    if getattr(checker, "deferred", None):
+        failure.deferred = lambda: checker.structural_matches(example, outputs_only)
     return failure                    # its generic diagnoses are shown only if no mistake is named
 
 
@@ -104,7 +107,7 @@ def matching(candidates, compute, theirs, right=None, tol=None, two=False):
     return matching(both, compute, theirs, right, tol) if both else []
 
 
-def matching_mistakes(checker, examples, outputs_only=False, two=False):
+def matching_mistakes(checker, examples, outputs_only=False, two=False, candidates=None):
     """``matching`` on drawn ``examples``: the catalogued mistakes (``checker.candidates``) that
     compute exactly what the implementation computed on every one of them (and differ from the
     reference on one). ``outputs_only``: compare the outputs alone (a wrong output is a
@@ -122,5 +125,5 @@ def matching_mistakes(checker, examples, outputs_only=False, two=False):
     def compute(patches):
         with patched(patches):
             return results(checker.reference)
-    return matching(checker.candidates, compute, results(checker.subject), results(checker.reference),
-                    checker.tolerance(), two)
+    return matching(checker.candidates if candidates is None else candidates, compute, results(checker.subject),
+                    results(checker.reference), checker.tolerance(), two)

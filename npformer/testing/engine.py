@@ -19,6 +19,8 @@ from .computation import ClaimRun, Patched
 from .fixed_case import judge_case
 from .mistakes import settle
 from .mistakes.registry import applicable, of_functions
+from .structure import Structural
+from .structure import candidates as structural
 from .patching import patched, resolve
 from .problem import same_error
 from .report import CaseVerdict, CheckResult
@@ -29,10 +31,21 @@ __all__ = ["CASES", "CaseVerdict", "CheckResult", "ClaimRun", "Judged", "Patched
 
 
 def candidates(paths):
-    """[(mistake, its patches)] of the catalogued mistakes of ``paths`` (npformer functions,
-    "t03_softmax.softmax_backward"), each compiled once; a stale one (its function's text has
-    changed since) is left out."""
-    return applicable(of_functions(paths))[0]
+    """[(mistake, its patches)] of ``paths`` (npformer functions, "t03_softmax.softmax_backward"):
+    the catalogued mistakes, each compiled once (a stale one, its function's text changed since,
+    is left out), then the structural ones of their backwards (``structure``: on drawn inputs and
+    fixed cases they are tried only for failures the catalogue leaves unexplained, or explains in
+    several functions at once)."""
+    return applicable(of_functions(paths))[0] + structural(paths)
+
+
+def _written(found, code):
+    """The candidates in functions ``code`` holds (a learner is told of mistakes only in the
+    functions they wrote), all of them when the computation does not say which it holds."""
+    held = getattr(code, "functions", None)
+    if held is None:
+        return list(found)
+    return [c for c in found if f"npformer.{(c[0] if isinstance(c, tuple) else c).function}" in held]
 
 
 @dataclass
@@ -62,11 +75,15 @@ def judge_functions(code, components=(), cases=(), mistakes=(), examples=40, see
     ``mistakes``: the candidates (``candidates(paths)``); ``progress(text)``: told each stage.
     The failures' mistakes are settled among themselves; settle again with the caller's own."""
     judged = Judged()
+    mistakes = _written(mistakes, code)
+    deferred = [c for c in mistakes if isinstance(c[0] if isinstance(c, tuple) else c, Structural)]
+    first = [c for c in mistakes if not any(c is d for d in deferred)]
     for name in components:
         if progress:
             progress(f"{name} on drawn inputs")
         checker = Checker(code.subject(name), precision=precision)
-        checker.candidates = list(mistakes)     # the patched functions' own, not the component's
+        checker.candidates = first              # the patched functions' own, not the component's
+        checker.deferred = deferred
         judged.drawn += [(name, check) for check in checker.run(examples, seed)]
     for case, sizes in cases:
         for size in sizes:
@@ -76,7 +93,7 @@ def judge_functions(code, components=(), cases=(), mistakes=(), examples=40, see
                 build = (lambda case=case, size=size, extra=extra:
                          CASES[case](np.random.default_rng(size if extra is None else extra + size), size))
                 build.key = (case, size, extra)          # a learner's process rebuilds it from this
-                verdict = judge_case(build, code, mistakes)
+                verdict = judge_case(build, code, first, deferred)
                 judged.fixed.append((case, size, verdict))
                 if not verdict.ok:
                     break                              # one failing seed says it; the rest add time

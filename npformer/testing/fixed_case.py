@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..specs import CASE_DIAGNOSES
 from .compare import abs_tolerance, compare_tensor, data_scale, tolerance
 from .computation import Patched
 from .diagnosis import matching, same
@@ -130,11 +131,12 @@ def accumulation_note(once, twice, params):
     return None
 
 
-def judge_case(build, code, candidates=()):
+def judge_case(build, code, candidates=(), deferred=()):
     """Everything about one problem as ``code`` (a computation) computes it: a ``CaseVerdict``
     (what differs, the protocol's notes, the error raised, the mistake). The upstream gradient
     is random everywhere (a case's own, made for finite differences, may be zero where the
-    backward has choices to make)."""
+    backward has choices to make). ``deferred``: the structural mistakes, asked only when
+    ``mistakes.settle`` needs them."""
     right = run(build, own_upstream=False)
     if right.error is not None:                      # an upstream of a required form (MoE's aux
         right = run(build)                           # entry): the case's own
@@ -145,6 +147,8 @@ def judge_case(build, code, candidates=()):
     if mine.error is not None:                       # a catalogued mistake may raise the same error
         verdict.matches = matching_mistakes(build, mine, candidates, right.upstream)
         verdict.mistake = verdict.matches[0] if verdict.matches else None
+        if deferred:
+            verdict.deferred = lambda: matching_mistakes(build, mine, deferred, right.upstream)
         return verdict
     verdict.checks = mismatches(mine, right, factors_of(build))
     # the protocol is its own verdict: right numbers, so no catalogued mistake is looked for
@@ -160,6 +164,8 @@ def judge_case(build, code, candidates=()):
     if verdict.checks or verdict.notes:
         verdict.matches = matching_mistakes(build, mine, candidates, right.upstream, repeat)
         verdict.mistake = verdict.matches[0] if verdict.matches else None
+        if deferred:
+            verdict.deferred = lambda: matching_mistakes(build, mine, deferred, right.upstream, repeat)
         if verdict.mistake is None:
             _generic(verdict, build, code, right.upstream)
     if wrote:
@@ -167,44 +173,19 @@ def judge_case(build, code, candidates=()):
     return verdict
 
 
-def moe_diagnoses(build, code, upstream):
-    """What a MoE layer's gradient misses, found by sending back the outputs' gradient and the
-    aux loss's apart: the router learns from the outputs too (the weights of the chosen experts
-    are its softmax), and the aux gradient reaches the real tokens only."""
+def case_diagnoses(build, code, upstream):
+    """What the concepts' specs say of a failing case (``spec.case_diagnosis``: the MoE's, of a
+    router that learns from the outputs and of padding in its aux loss)."""
     target, _, options = build()
-    inner = getattr(target, "target", None)
-    if inner is None or type(inner).__name__ != "MoE" or np.ndim(upstream) != 1:
-        return []
     found = []
-    outputs_only = np.array(upstream)
-    outputs_only[-1] = 0.0                                   # d_aux = 0: the outputs' gradient alone
-    mine, right = code.evaluate(build, outputs_only), evaluate(build, None, outputs_only)
-    router = [n for n in right.grads if "router" in n and right.grads[n] is not None]
-    if mine.error is None and router and all(
-            not np.abs(mine.grads.get(n, 0)).max(initial=0) > 1e-12 * np.abs(right.grads[n]).max(initial=0)
-            for n in router) and any(np.abs(right.grads[n]).max(initial=0) > 0 for n in router):
-        found.append("no gradient reaches the router from the outputs: y = sum over the chosen experts of "
-                     "weight * expert(x), and the weights are the router's renormalised softmax "
-                     "(d_weights -> d_kept -> d_probs -> d_logits)")
-    mask = options.get("token_mask")
-    if mask is not None and not np.all(mask):
-        aux_only = np.zeros_like(np.asarray(upstream, np.float64))
-        aux_only[-1] = upstream[-1]                          # the aux loss's gradient alone
-        mine, right = code.evaluate(build, aux_only), evaluate(build, None, aux_only)
-        name = next(iter(right.grads), None)
-        theirs = None if mine.error is not None or name is None else mine.grads.get(name)
-        if theirs is not None and np.shape(theirs) == np.shape(right.grads[name]):
-            padded = ~np.asarray(mask, bool)
-            if np.abs(np.asarray(right.grads[name])[padded]).max(initial=0) == 0 and \
-                    np.abs(np.asarray(theirs)[padded]).max(initial=0) > 0:
-                found.append("padding leaks into the aux gradient: P_e averages the router's probabilities "
-                             "over the real tokens only, so a padded position gets no load-balancing "
-                             "gradient (multiply by cache.real)")
+    for diagnose in CASE_DIAGNOSES:
+        found += diagnose(target, options, upstream, lambda u: code.evaluate(build, u),
+                          lambda u: evaluate(build, None, u))
     return found
 
 
 def _generic(verdict, build, code, upstream):
-    named = moe_diagnoses(build, code, upstream) if verdict.checks else []
+    named = case_diagnoses(build, code, upstream) if verdict.checks else []
     for check in verdict.checks:
         failure = check.failure
         if failure.diagnoses or not check.name.startswith("gradient of "):

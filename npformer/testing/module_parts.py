@@ -18,7 +18,8 @@ import numpy as np
 from .compare import data_scale
 from .module_report import TOL_FLOAT32, compare_tensors
 from ..specs.facts import differing
-from .weightmap import nest, to_ours, to_theirs
+from .patching import patched
+from .weightmap import gradients_to_ours, nest, to_theirs
 
 LABELS = {"norm1": "the first norm", "attn": "the attention", "norm2": "the second norm",
           "ffn": "the MLP", "norm": "the final norm"}
@@ -133,15 +134,17 @@ def _their_part(run, name, parts):
 def _compare(run, ours, theirs_part, rows, x, d_out):
     """The worst TensorCheck of their part against our sub-module on ``x``."""
     ours.zero_grad()
-    y, cache = ours.forward(x)
+    with patched(run.patches):                 # the conventions the whole is judged under
+        y, cache = ours.forward(x)
     expected = {"output": y}
     weights = {n: p.data for n, p in ours.named_parameters()}
     theirs = to_theirs(rows, weights)
     if run.torch:
         out, grads = _run_torch_part(theirs_part, theirs, x, d_out)
-        expected["d_input"] = ours.backward(d_out, cache)
+        with patched(run.patches):
+            expected["d_input"] = ours.backward(d_out, cache)
         expected.update({f"grad {n}": p.grad.copy() for n, p in ours.named_parameters()})
-        out.update({f"grad {k}": v for k, v in to_ours(rows, grads).items()})
+        out.update({f"grad {k}": v for k, v in gradients_to_ours(rows, grads).items()})
     else:
         result = theirs_part(nest(theirs), x)
         out = {"output": np.asarray(result[0] if isinstance(result, tuple) else result, np.float64)}

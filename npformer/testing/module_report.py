@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .compare import SCALE_FLOOR
+from .compare import SCALE_FLOOR, tolerance
 from ..specs.facts import differing
 
-TOL_FLOAT64 = 1e-8      # relative to the tensor's largest entry: float64 agreement
-TOL_FLOAT32 = 1e-4      # code that computes in float32 inside (a .float() norm, say)
+TOL_FLOAT64 = tolerance("float64")     # relative to the tensor's largest entry: the one table's
+TOL_FLOAT32 = tolerance("float32")     # code that computes in float32 inside (a .float() norm, say)
 
 
 @dataclass

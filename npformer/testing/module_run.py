@@ -14,9 +14,10 @@ from ..t10_model import DecoderLM
 from ..t11_loss import cross_entropy_backward, cross_entropy_forward
 from .compare import data_scale
 from .module_report import compare_tensors
-from .module_subjects import is_torch_module, run_numpy, run_torch
+from .module_subjects import WeightMapError, is_torch_module, run_numpy, run_torch
 from .patching import patched
-from .weightmap import compile_weight_map, to_ours, to_theirs
+from .subject import describe_error
+from .weightmap import compile_weight_map, gradients_to_ours, to_theirs
 
 
 @dataclass(frozen=True)
@@ -99,13 +100,22 @@ def run_reference(kind, ref, inputs, outputs_only=False):
     return out
 
 
-class Run:
-    """One kind, one subject, one config: draw, run both sides, compare."""
+class SubjectRaised(Exception):
+    """The code under test raised: its error, said in one line (what, and where in their file)."""
 
-    def __init__(self, kind, subject, weight_map, config, backward, targets_arg, adapter=None):
+
+class Run:
+    """One kind, one subject, one config (and ``convention``, a ``module_conventions.Chosen``
+    the reference follows): draw, run both sides, compare."""
+
+    def __init__(self, kind, subject, weight_map, config, backward, targets_arg, adapter=None, convention=None):
         self.kind, self.config, self.adapter = kind, config, adapter
+        self.made = (subject, weight_map, backward, targets_arg, adapter)
+        self.convention = convention
+        self.patches = dict(convention.patches) if convention else {}
         self.torch = is_torch_module(subject)
-        self.rows = compile_weight_map(weight_map, kind, config, qkv_widths(config))
+        self.rows = compile_weight_map(weight_map, kind, config, qkv_widths(config),
+                                       gains_one_plus=bool(convention and convention.gains_one_plus))
         self.widths = qkv_widths(config)
         self.theirs_of = {f"grad {r.ours[0]}": r.theirs[0] for r in self.rows if len(r.theirs) == 1}
         self.parts = {f"grad {r.ours[0]}": r.theirs for r in self.rows if len(r.theirs) == 3}
@@ -121,6 +131,18 @@ class Run:
                                 f"forward, got {type(subject).__name__}")
             self.subject, self.backward = subject, backward
 
+    def under(self, chosen):
+        """The same subject and weight map, npformer's reference following ``chosen`` too."""
+        from dataclasses import replace
+        from .module_conventions import Chosen
+        mine = self.convention or Chosen({})
+        both = Chosen({**mine.said, **chosen.said}, {**mine.config, **chosen.config},
+                      {**mine.patches, **chosen.patches}, mine.tweaks + chosen.tweaks,
+                      mine.gains_one_plus or chosen.gains_one_plus)
+        subject, weight_map, backward, targets_arg, adapter = self.made
+        return Run(self.kind, subject, weight_map, replace(self.config, **chosen.config), backward, targets_arg,
+                   adapter, both)
+
     @property
     def has_gradients(self):
         return self.torch or self.backward is not None
@@ -130,6 +152,8 @@ class Run:
         rng = np.random.default_rng(seed)
         ref = reference(self.kind, self.config, rng)
         draw_weights(ref, rng)
+        if self.convention is not None:
+            self.convention.tweak(ref, self.config)
         if self.kind == "decoder":
             V = self.config.vocab_size
             inputs = (rng.integers(0, V, (B, N)), rng.integers(0, V, (B, N)))
@@ -141,7 +165,7 @@ class Run:
     def expected(self, seed, B, N, patches=None, outputs_only=False):
         """npformer's results on the example, with ``patches`` in place."""
         ref, inputs = self.draw(seed, B, N)
-        with patched(patches or {}):
+        with patched({**self.patches, **(patches or {})}):
             return run_reference(self.kind, ref, inputs, outputs_only)
 
     def theirs(self, seed, B, N):
@@ -155,12 +179,17 @@ class Run:
                              f"{self.kind!r} of this config does not have")
         theirs = to_theirs(self.rows, ours)
         extra = tables(self.config, N) if self.adapter is not None else None
-        if self.torch:
-            out, grads = run_torch(self.kind, self.subject, theirs, inputs, self.targets_arg, self.adapter, extra)
-        else:
-            out, grads = run_numpy(self.kind, self.subject, self.backward, theirs, inputs, self.adapter, extra)
+        try:
+            if self.torch:
+                out, grads = run_torch(self.kind, self.subject, theirs, inputs, self.targets_arg, self.adapter, extra)
+            else:
+                out, grads = run_numpy(self.kind, self.subject, self.backward, theirs, inputs, self.adapter, extra)
+        except WeightMapError:
+            raise
+        except Exception as error:           # noqa: BLE001 - the code under test raised
+            raise SubjectRaised(describe_error(error)) from error
         if grads is not None:
-            out.update({f"grad {k}": v for k, v in to_ours(self.rows, grads).items()})
+            out.update({f"grad {k}": v for k, v in gradients_to_ours(self.rows, grads).items()})
         return out, data_scale(list(ours.values()) + [x for x in inputs if np.issubdtype(x.dtype, np.floating)])
 
     def check(self, seed, B, N):

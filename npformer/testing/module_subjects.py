@@ -7,6 +7,10 @@ import numpy as np
 from ..t11_loss import cross_entropy_backward, cross_entropy_forward
 from .weightmap import flatten, nest
 
+class WeightMapError(ValueError):
+    """The weight map and the subject's parameters do not match: the caller's to fix."""
+
+
 def is_torch_module(subject):
     try:
         import torch
@@ -70,7 +74,7 @@ def _check_names(theirs_module, theirs_map, alias=()):
     missing = sorted(theirs_module - theirs_map)
     unknown = sorted(theirs_map - theirs_module - set(alias))
     if missing or unknown:
-        raise ValueError(f"weight_map: the module's parameters {missing} have no entry; "
+        raise WeightMapError(f"weight_map: the module's parameters {missing} have no entry; "
                          f"entries {unknown} name no parameter of the module")
 
 

@@ -42,10 +42,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..t10_model import DecoderConfig
-from . import module_parts
+from . import module_conventions, module_parts
 from .mistakes.registry import CATALOGUE, applicable
 from .module_report import TOL_FLOAT32, TOL_FLOAT64, ModuleReport, compare_tensors
-from .module_run import Run, passes, shrink, worst
+from .module_run import Run, SubjectRaised, passes, shrink, worst
 from .weightmap import PRESET_CONVENTIONS, nest, to_theirs
 
 MODULE_KINDS = ("gpt2_mlp", "gpt2_block", "llama_block", "decoder")
@@ -56,10 +56,7 @@ _DEFAULTS = {
     "llama_block": DecoderConfig.llama(d_model=16, n_heads=4, n_kv_heads=2, ffn_hidden=24),
     "decoder": DecoderConfig.gpt2(vocab_size=32, d_model=16, n_heads=4, n_layers=2, max_len=16),
 }
-# The conventions a module may follow: {config field: {value: how to say it}}.
-CONVENTIONS = {"ffn": {"gelu": "ffn='gelu' (exact erf GELU, not tanh)",
-                       "gelu_tanh": "ffn='gelu_tanh' (tanh GELU, not exact)"},
-               "rope_layout": {"interleaved": "rope_layout='interleaved'", "half": "rope_layout='half'"}}
+CONVENTIONS = module_conventions.CONFIG      # the config fields that are conventions
 # The concept files whose catalogued mistakes a kind's module can make (its forward and backward run them).
 _FILES = {"gpt2_mlp": ("t02_linear", "t06_activations", "t07_ffn")}
 _FILES["gpt2_block"] = _FILES["gpt2_mlp"] + ("t03_softmax", "t04_attention", "t08_norm", "t09_block")
@@ -78,6 +75,7 @@ class Defect:
 
 # -- the reference's config ---------------------------------------------------------------------------
 def _config(kind, config, convention):
+    """(npformer's config of ``kind``, the ``Chosen`` of a convention given up front or None)."""
     if kind not in MODULE_KINDS:
         raise ValueError(f"kind: expected one of {MODULE_KINDS}, got {kind!r}")
     if config is None:
@@ -87,13 +85,12 @@ def _config(kind, config, convention):
     elif not isinstance(config, DecoderConfig):
         raise TypeError(f"config: expected a DecoderConfig or a dict of its fields, "
                         f"got {type(config).__name__}")
-    if convention:
-        if not isinstance(convention, dict) or any(k not in CONVENTIONS or v not in CONVENTIONS[k]
-                                                   for k, v in convention.items()):
-            known = "; ".join(f"{k}: {', '.join(map(repr, v))}" for k, v in CONVENTIONS.items())
-            raise ValueError(f"convention: expected a dict of {known}; got {convention!r}")
-        config = replace(config, **convention)
-    return config
+    if not convention:
+        return config, None
+    if not isinstance(convention, dict):
+        raise ValueError(f"convention: expected a dict such as {{'ffn': 'gelu'}}; got {convention!r}")
+    given = module_conventions.stated(kind, config, convention)
+    return replace(config, **given.config), given
 
 
 def _pinned(weight_map, convention):
@@ -128,12 +125,15 @@ def conform_module(kind, subject, weight_map, config=None, *, backward=None, see
     Returns a ``ModuleReport`` (``print`` it; ``.ok``; ``.assert_conforms()``).
     """
     started = time.perf_counter()
-    config, seeds = _config(kind, config, convention), tuple(seeds)
-    run = Run(kind, subject, weight_map, config, backward, targets, adapter)
-    checks = worst([run.check(s, batch, length) for s in seeds])
+    (config, given), seeds = _config(kind, config, convention), tuple(seeds)
+    run = Run(kind, subject, weight_map, config, backward, targets, adapter, given)
+    try:
+        checks = worst([run.check(s, batch, length) for s in seeds])
+    except SubjectRaised as raised:                # their code's error is a verdict, not ours to raise
+        return ModuleReport(kind, "does not conform", _checked(kind, config, seeds, batch, length, run),
+                            notes=[f"your module raised {raised}"], seconds=time.perf_counter() - started)
     report = ModuleReport(kind, "", _checked(kind, config, seeds, batch, length, run), checks)
-    said = " under convention: " + ", ".join(CONVENTIONS[k][v] for k, v in convention.items()) \
-        if convention else ""
+    said = f" under convention: {given.describe()}" if given else ""
     if passes(checks, TOL_FLOAT64):
         report.verdict = "conforms" + said
     elif passes(checks, TOL_FLOAT32) and not (mistake := _exact_mistake(run, seeds, batch, length)):
@@ -145,8 +145,8 @@ def conform_module(kind, subject, weight_map, config=None, *, backward=None, see
         report.notes.append("within float32's tolerance, but not float32 rounding: a catalogued mistake "
                             "computes exactly what your module computes")
     else:
-        found = _try_conventions(run, subject, weight_map, backward, targets, adapter, seeds, batch, length,
-                                 _pinned(weight_map, convention)) if conventions and not convention else None
+        found = _try_conventions(run, seeds, batch, length, _pinned(weight_map, convention)) \
+            if conventions and not convention else None
         if found and found[2] is None:
             report.verdict = f"conforms under convention: {found[0]}"
             report.tensors = found[1]
@@ -168,8 +168,36 @@ def _does_not_conform(report, run, checks, found, seeds, batch, length, parts):
     report.smallest = shrink(run, seeds, batch, length, TOL_FLOAT32)
     report.mistake = found[2] if found else _named(run, report.smallest, seeds[0], batch, length)
     report.parts = module_parts.trace(run, seeds[0], batch, length, parts)
+    followed = _followed(run, report.parts, seeds[0], batch, length, parts) if not report.mistake else None
+    if followed is not None:                   # parts of it follow a convention: what differs is not one
+        alternative, run, report.parts = followed
+        report.tensors = checks = worst([run.check(s, batch, length) for s in seeds])
+        bad = max((x for x in checks if not x.error <= TOL_FLOAT32), key=lambda x: x.error)
+        report.notes = [f"convention: {alternative.describe()} (the parts that follow it agree under it; "
+                        f"what still differs is not a convention)", f"worst: {bad.theirs} (relative error "
+                                                                    f"{bad.error:.2e})"]
+        report.smallest = shrink(run, seeds, batch, length, TOL_FLOAT32)
+        report.mistake = _named(run, report.smallest, seeds[0], batch, length)
     said = module_parts.note(report.parts, bad.error)       # a named mistake needs no "not checked"
     report.notes += [n for n in said if not (report.mistake and "not checked alone" in n)]
+
+
+def _followed(run, parts_found, seed, batch, length, parts):
+    """(convention, the run under it, its parts) of the first convention under which some of
+    the sub-modules that differ agree and none that agreed differs, or None."""
+    differing = {p.ours for p in parts_found if p.differs}
+    if not differing:
+        return None
+    for alternative in module_conventions.alone(run.kind, run.config):
+        alt = run.under(alternative)
+        try:
+            traced = module_parts.trace(alt, seed, batch, length, parts)
+        except SubjectRaised:
+            return None
+        now = {p.ours for p in traced if p.differs}
+        if now < differing:
+            return alternative, alt, traced
+    return None
 
 
 def _checked(kind, c, seeds, batch, length, run):
@@ -190,25 +218,31 @@ def _note_float32(report, checks):
                         f"code computes in float32 somewhere inside")
 
 
-def _try_conventions(run, subject, weight_map, backward, targets, adapter, seeds, batch, length, pinned):
-    """(how to say it, checks, defect or None) of the first usual convention under which
-    everything agrees; the defect says why the preset's model rules it out."""
-    config, alternatives = run.config, []
-    if config.ffn in ("gelu", "gelu_tanh"):
-        alternatives.append(("ffn", "gelu" if config.ffn == "gelu_tanh" else "gelu_tanh"))
-    if config.positions == "rope" and run.kind != "gpt2_mlp":
-        alternatives.append(("rope_layout", "interleaved" if config.rope_layout == "half" else "half"))
-    for name, value in alternatives:
-        alt = Run(run.kind, subject, weight_map, replace(config, **{name: value}), backward, targets, adapter)
-        checks = worst([alt.check(s, batch, length) for s in seeds])
+def _try_conventions(run, seeds, batch, length, pinned):
+    """(how to say it, checks, defect or None) of the first usual convention, or two at once,
+    under which everything agrees; the defect says why the preset's model rules it out."""
+    for alternative in module_conventions.alone(run.kind, run.config) + \
+            module_conventions.together(run.kind, run.config):
+        alt = run.under(alternative)
+        try:
+            if not passes(alt.check(seeds[0], batch, length), TOL_FLOAT32):   # a cheap look first
+                continue
+            checks = worst([alt.check(s, batch, length) for s in seeds])
+        except SubjectRaised:
+            return None
         if passes(checks, TOL_FLOAT32):
-            defect = None
-            if name in pinned:
-                right, why = pinned[name]
-                defect = Defect(f"{name}={value!r} where the preset's model needs {name}={right!r}",
-                                f"your module computes {CONVENTIONS[name][value]}, and everything "
-                                f"agrees under it; but {why}", f"use {CONVENTIONS[name][right]}")
-            return CONVENTIONS[name][value], checks, defect
+            return alternative.describe(), checks, _defect(alternative, pinned)
+    return None
+
+
+def _defect(alternative, pinned):
+    """The Defect of a convention the preset's model rules out, or None."""
+    for name, value in alternative.config.items():
+        if name in pinned:
+            right, why = pinned[name]
+            return Defect(f"{name}={value!r} where the preset's model needs {name}={right!r}",
+                          f"your module computes {CONVENTIONS[name][value]}, and everything "
+                          f"agrees under it; but {why}", f"use {CONVENTIONS[name][right]}")
     return None
 
 

@@ -22,6 +22,7 @@ class Failure:
     diagnoses: list = field(default_factory=list)   # generic diagnoses when no mistake matches
     rel_error: float | None = None       # the relative error of a tensor that differs
     scaled_error: float | None = None    # the same, a tensor far below the example judged at its scale
+    deferred: object = None              # () -> the structural mistakes that fit, asked only when needed
 
 
 @dataclass
@@ -51,6 +52,7 @@ class CaseVerdict:
     error: BaseException | None = None              # what the code under test raised, if it did
     mistake: object = None
     matches: list = field(default_factory=list)
+    deferred: object = None                         # () -> the structural mistakes that fit, when needed
 
     @property
     def ok(self):

@@ -69,10 +69,16 @@ class Scope:
         if not isinstance(scope, dict):
             raise TypeError(f"scope: expected a dict or a text such as 'causal=True,no_gqa', got "
                             f"{type(scope).__name__}")
+        from ..specs import CAPABILITIES as NEEDS
         options = component.option_defaults()
         pinned, lacks = {}, []
         for name, value in scope.items():
             if name in CAPABILITIES:
+                words = sorted(w for c, w in NEEDS if c == component.name)
+                if (component.name, name) not in NEEDS:    # a word the component never says it can lack
+                    raise ValueError(f"scope: {name!r} names nothing {component.name} can lack "
+                                     f"({', '.join(words) or 'it has no such words'}; options: "
+                                     f"{', '.join(options) or 'none'})")
                 if value:
                     lacks.append(name)
             elif name in options:

@@ -8,8 +8,10 @@ A weight map is a dict {their name: our name} or {their name: (our name, *marks)
      "transformer.h.{i}.ln_1.weight": "blocks.{i}.norm1.gamma"}  # {i}: once per layer
 
 Marks: ``"T"`` transposed; ``"q"``, ``"k"``, ``"v"`` their tensor is that part of our fused
-``qkv`` columns [H*D | H_kv*D | H_kv*D] (weights or biases). ``{i}`` in a name repeats the
-row for every layer. Presets name common layouts: ``"nanogpt"``, ``"hf_gpt2"`` and
+``qkv`` columns [H*D | H_kv*D | H_kv*D] (weights or biases); ``"per_head"`` their fused q, k, v
+columns grouped by key/value head (GPT-NeoX's query_key_value: [H, 3, D]; with H_kv < H each
+group's query heads, then its key and its value head); ``"1+"`` a gain stored as w and applied
+as 1 + w (Gemma's norms: ours is theirs + 1). ``{i}`` in a name repeats the row for every layer. Presets name common layouts: ``"nanogpt"``, ``"hf_gpt2"`` and
 ``"hf_llama"`` (the last two are ``npformer.interop``'s checkpoint tables).
 
 ``compile_weight_map`` turns a map into ``npformer.interop.ParamMap`` rows, the same rows
@@ -22,7 +24,7 @@ import numpy as np
 
 from ..interop.tables import ParamMap, gpt2_table, llama_table
 
-MARKS = ("T", "q", "k", "v")
+MARKS = ("T", "q", "k", "v", "per_head", "1+")
 PARTS = ("q", "k", "v")
 
 # nanoGPT's GPT (transformer.wte/wpe/h.{i}/ln_f, nn.Linear everywhere, head tied to wte).
@@ -71,6 +73,46 @@ def _fused(ours, parts, transpose, widths):
     flip = (lambda x: x.T) if transpose else (lambda x: x)
     return ParamMap((ours,), names, lambda a: [np.concatenate([flip(x) for x in a], axis=-1)],
                     lambda w: [flip(x) for x in np.split(w[0], cuts, axis=-1)])
+
+
+def _one_plus(ours, theirs):
+    """A gain w of theirs applied as 1 + w: ours = theirs + 1. Affine: a gradient travels
+    through the linear part alone (``gradients_to_ours``)."""
+    return ParamMap((ours,), (theirs,), lambda a: [a[0] + 1], lambda w: [w[0] - 1])
+
+
+def _per_head(ours, theirs, transpose, heads):
+    """Their fused q, k, v columns grouped by key/value head ([H_kv, group + 2, D]: the group's
+    query heads, its key head, its value head) as our [q | k | v] columns."""
+    H, H_kv, D = heads
+    group = H // H_kv
+    flip = (lambda x: x.T) if transpose else (lambda x: x)
+
+    def to_ours(arrays):
+        lead = flip(arrays[0])
+        blocks = lead.reshape(lead.shape[:-1] + (H_kv, group + 2, D))
+        q, k, v = blocks[..., :group, :], blocks[..., group, :], blocks[..., group + 1, :]
+        return [np.concatenate([q.reshape(lead.shape[:-1] + (-1,)), k.reshape(lead.shape[:-1] + (-1,)),
+                                v.reshape(lead.shape[:-1] + (-1,))], axis=-1)]
+
+    def to_theirs(arrays):
+        w = arrays[0]
+        q = w[..., :H * D].reshape(w.shape[:-1] + (H_kv, group, D))
+        k = w[..., H * D:(H + H_kv) * D].reshape(w.shape[:-1] + (H_kv, 1, D))
+        v = w[..., (H + H_kv) * D:].reshape(w.shape[:-1] + (H_kv, 1, D))
+        return [flip(np.concatenate([q, k, v], axis=-2).reshape(w.shape[:-1] + (-1,)))]
+    return ParamMap((ours,), (theirs,), to_ours, to_theirs)
+
+
+def gradients_to_ours(rows, theirs):
+    """{our name: gradient} from their gradients: each row's conversion less what it gives a
+    zero (a gain stored as w - 1 shifts the weight, never its gradient)."""
+    out = {}
+    for row in rows:
+        given = [theirs[n] for n in row.theirs]
+        shifts = row.to_ours([np.zeros_like(np.asarray(g, np.float64)) for g in given])
+        out.update(zip(row.ours, (g - z for g, z in zip(row.to_ours(given), shifts))))
+    return out
 
 
 def _row(value, their):
@@ -140,8 +182,9 @@ def _one_layer(model_map, kind):
     return out
 
 
-def compile_weight_map(weight_map, kind, config, qkv_widths=None):
-    """ParamMap rows for a weight map (a dict, or a preset name) and a module's config."""
+def compile_weight_map(weight_map, kind, config, qkv_widths=None, gains_one_plus=False):
+    """ParamMap rows for a weight map (a dict, or a preset name) and a module's config;
+    ``gains_one_plus``: every norm's gain is stored as w and applied as 1 + w (a convention)."""
     if isinstance(weight_map, str):
         rows = preset_table(weight_map, kind, config)
         if rows is not None:
@@ -152,10 +195,15 @@ def compile_weight_map(weight_map, kind, config, qkv_widths=None):
                         f"got {type(weight_map).__name__}")
     weight_map = expand_layers(weight_map, getattr(config, "n_layers", 1))
     rows, fused = [], {}
+    heads = (config.n_heads, config.n_kv_heads or config.n_heads, config.d_model // config.n_heads)
     for their, value in weight_map.items():
         ours, marks = _row(value, their)
         parts = [m for m in marks if m in PARTS]
-        if parts:
+        if "1+" in marks or (gains_one_plus and ours.endswith("gamma")):
+            rows.append(_one_plus(ours, their))
+        elif "per_head" in marks:
+            rows.append(_per_head(ours, their, "T" in marks, heads))
+        elif parts:
             fused.setdefault(ours, {})[parts[0]] = their
             fused[ours]["T"] = fused[ours].get("T", False) or "T" in marks
         elif "T" in marks:

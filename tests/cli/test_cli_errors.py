@@ -37,6 +37,7 @@ def places(tmp_path_factory):
     text = root / "notes.txt"
     text.write_text("退货运费由谁承担？质量问题由商家承担。" * 20, encoding="utf-8")
     (root / "file.txt").write_text("just a file")
+    (root / "latin1").write_bytes("def f(x):\n    return x          # caf\u00e9\n".encode("latin-1"))
     os.mkfifo(root / "fifo")
     with open(root / "big.txt", "wb") as f:         # sparse: 17 MiB of size, no disk used
         f.truncate(17 * 2 ** 20)
@@ -168,6 +169,7 @@ BAD = [
     ("generate '' --prompt 12>", 2, r"checkpoint: expected a checkpoint directory, got an empty path"),
     ("generate /dev/null --prompt 12>", 2, r"checkpoint directory /dev/null is not a directory"),
     ("conform --component softmax {file}:f", 2, r"file.txt: cannot be loaded: SyntaxError"),
+    ("conform --component softmax {latin1}:f", 2, r"latin1: not text in UTF-8 .*save it as UTF-8$"),
     ("conform --component softmax /dev/null:f", 2, r"FILE.py:FUNCTION: /dev/null is a character "
                                                    r"device, expected a Python source file$"),
     ("conform --component softmax {tmp}/missing.py:f", 2, r"FILE.py:FUNCTION: file .*missing.py "

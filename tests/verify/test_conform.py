@@ -189,7 +189,7 @@ def test_options_a_function_does_not_take_are_left_at_their_defaults():
            "causal=False, window=None" in text
 
 
-def test_two_mistakes_at_once_name_only_what_one_of_them_explains():
+def test_a_convention_and_a_mistake_at_once_name_each_as_what_it_is():
     forward, _ = find("softmax").reference_pair()
 
     def finite_fill(x, axis=-1, mask=None):          # -1e9 where a masked score should be -inf
@@ -198,9 +198,11 @@ def test_two_mistakes_at_once_name_only_what_one_of_them_explains():
     def diagonal_only(d_out, cache):
         return cache.y * (1 - cache.y) * d_out
     report = conform("softmax", finite_fill, diagonal_only, examples=EXAMPLES)
-    # the output is the finite fill's alone; the gradient is the diagonal's where nothing is
-    # masked, and where a row is masked the fill changes it too: a second cause, on a masked row
-    assert _check_fails(report, "output").mistake.name == "softmax-finite-mask-fill"
+    # the forward is the finite fill's, a published convention (a row that reads nothing is
+    # uniform); the gradient is the diagonal's where nothing is masked, and where a row is
+    # masked the fill changes it too: a second cause, on a masked row
+    assert report.convention == {"fully_masked_row": "uniform"} and not report.ok, str(report)
+    assert "output" not in {c.name for c in report.failures}, str(report)
     assert _check_fails(report, "gradient of x").mistake.name == "softmax-diagonal-only", str(report)
     other = _check_fails(report, "gradient of x: another cause")
     assert other.example.options.get("mask") is not None, str(report)

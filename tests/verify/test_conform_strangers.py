@@ -1181,6 +1181,37 @@ CONVENTION_PAIRS = {
 }
 
 
+def _published(name, **options):
+    """A stranger of test_conform_conventions.py in one convention (imported when it is made:
+    that file imports this one)."""
+    def make():
+        import test_conform_conventions as published
+        return getattr(published, name)(**options)
+    return make
+
+
+CONVENTION_PAIRS.update({
+    ("softmax", "mask='additive finfo.min'"): lambda: naive_softmax_pair(float(np.finfo(np.float64).min)),
+    **{(name, "mask='additive finfo.min'"): (lambda: naive_attention_pair(float(np.finfo(np.float64).min)))
+       for name in ("attention", "grouped_attention")},
+    ("attention", "scale='none'"): _published("filled_attention", fill="zero", scaled=False),
+    ("grouped_attention", "scale='none'"): _published("annotated_grouped", scaled=False),
+    ("layernorm", "gain='1 + w'"): _published("annotated_layernorm", unbiased=False, eps_outside=False, one_plus=True),
+    ("rmsnorm", "eps='outside sqrt'"): _published("paper_rmsnorm"),
+    ("rmsnorm", "gain='1 + w'"): _published("paper_rmsnorm", eps_outside=False, one_plus=True),
+    ("embedding", "scale='sqrt(d)'"): _published("vaswani_embedding"),
+    ("swiglu", "gate='gelu'"): _published("geglu", tanh=False),
+    ("swiglu", "gate='gelu_tanh'"): _published("geglu"),
+    ("rope", "fraction=0.5"): _published("neox_rotary", fraction=0.5),
+    ("rope", "fraction=0.25"): _published("neox_rotary"),
+    ("multi_head_attention", "fully_masked_row='mean of values'"): _published("annotated_multi_head"),
+    ("multi_head_attention", "fully_masked_row='nan'"): _published("annotated_multi_head", fill="additive -inf"),
+    **{("multi_head_attention", f"mask='additive {fill}'"): _published("annotated_multi_head", fill=f"additive {fill}")
+       for fill in ("-1e9", "-1e4", "-1e10", "finfo.min")},
+    ("multi_head_attention", "scale='none'"): _published("annotated_multi_head", fill="zero", scaled=False),
+})
+
+
 def _conventions():
     """{(component, how it is said): the convention} of every convention of the registry that
     is a variant of the reference (an option convention, RoPE's layout, is the reference's own

@@ -128,7 +128,23 @@ def settle(failures):
 
     A failure no catalogued mistake explains means the code computes something none of them
     does (or holds two mistakes, one of them unknown): then nothing is named, since a mistake
-    that fits some checks but not that one is not what the code does."""
+    that fits some checks but not that one is not what the code does. When the catalogue leaves
+    a failure unexplained, or explains the failures by mistakes in different functions, the
+    structural mistakes (``structure``) each failure defers are asked for too, once."""
+    _choose(failures)
+    if all(f.mistake is not None for f in failures) and len({f.mistake.function for f in failures}) <= 1:
+        return
+    asked = False
+    for failure in failures:
+        ask = getattr(failure, "deferred", None)
+        if ask is not None:
+            failure.matches = list(failure.matches) + [m for m in ask() if m not in failure.matches]
+            failure.deferred, asked = None, True
+    if asked:
+        _choose(failures)
+
+
+def _choose(failures):
     if any(not failure.matches for failure in failures):
         for failure in failures:
             failure.mistake = None

@@ -1,0 +1,18 @@
+# exercise: softmax
+# function: t03_softmax.py:softmax_forward
+# slip: a fully masked row divides 0 by 0 and gives NaN
+def softmax_forward(x, axis=-1, mask=None):
+    """Scores x (the article's s) -> weights y (its a): a_j = exp(s_j - max s) / sum_k
+    exp(s_k - max s), only over entries where ``mask`` is True.
+
+    ``mask`` is boolean and broadcasts against ``x``; False entries get weight exactly 0.
+    A row with no True entry (fully masked) returns all zeros, never NaN.
+    """
+    if mask is not None:
+        x = np.where(mask, x, -np.inf)                   # a masked score can never win
+    peak = np.max(x, axis=axis, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0)          # a fully masked row has no maximum
+    e = np.exp(x - peak)                                 # every exponent <= 0: no overflow
+    total = np.sum(e, axis=axis, keepdims=True)
+    y = e / total
+    return y, SoftmaxCache(y, axis)

@@ -1,0 +1,15 @@
+# exercise: norm
+# function: t08_norm.py:layernorm_backward
+# slip: d_xhat forgets the gain: d_out is not multiplied by gamma
+def layernorm_backward(d_out, cache):
+    """-> (d_x, d_gamma, d_beta)."""
+    xhat, rstd = cache.xhat, cache.rstd
+    # forward: y = gamma * xhat + beta
+    d_gamma = sum_over_positions(d_out * xhat)
+    d_beta = sum_over_positions(d_out)
+    d_xhat = d_out
+    # forward: xhat = (x - mean) * rstd; x reaches xhat directly, through the mean and
+    # through the variance, and the three terms below are those three paths
+    d_x = rstd * (d_xhat - d_xhat.mean(axis=-1, keepdims=True)
+                  - xhat * (d_xhat * xhat).mean(axis=-1, keepdims=True))
+    return d_x, d_gamma, d_beta
