@@ -66,6 +66,62 @@ class _Stopped(BaseException):
         self.signum = signum
 
 
+class _StopRecord:
+    """Ctrl-C, SIGTERM and SIGHUP outside training: raise, and raise again if it was dropped.
+
+    Python drops an exception raised where nothing can receive it (a garbage-collector
+    callback, a ``__del__``) and hands it to ``sys.unraisablehook``: a Ctrl-C that lands
+    there would be lost and the command would carry on. The hook here sees it go and raises
+    it again a moment later, from ordinary code, through SIGALRM. A signal the process was
+    started with ignored (``nohup``, a background job) stays ignored."""
+
+    NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
+
+    def __init__(self):
+        self.received = None
+        self.previous = {}
+        self.previous_hook = None
+
+    def __enter__(self):
+        try:
+            for name in self.NAMES:
+                number = getattr(signal, name, None)
+                if number is not None and signal.getsignal(number) != signal.SIG_IGN:
+                    self.previous[number] = signal.signal(number, self._raise)
+            if hasattr(signal, "SIGALRM"):
+                self.previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._raise_again)
+        except ValueError:                     # not the main thread: signals stay as they are
+            return self
+        self.previous_hook, sys.unraisablehook = sys.unraisablehook, self._dropped
+        return self
+
+    def _raise(self, signum, frame):
+        self.received = signum
+        self._raise_again(signum, frame)
+
+    def _raise_again(self, signum, frame):
+        if self.received == signal.SIGINT:
+            raise KeyboardInterrupt
+        if self.received is not None:
+            raise _Stopped(self.received)
+
+    def _dropped(self, unraisable):
+        if (self.received is not None and getattr(signal, "SIGALRM", None) in self.previous
+                and issubclass(unraisable.exc_type, (KeyboardInterrupt, _Stopped))):
+            signal.setitimer(signal.ITIMER_REAL, 0.01)
+        else:
+            self.previous_hook(unraisable)
+
+    def __exit__(self, *exc):
+        if self.previous_hook is not None:
+            sys.unraisablehook = self.previous_hook
+        if getattr(signal, "SIGALRM", None) in self.previous:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+        return False
+
+
 def _parser():
     parser = _Parser(prog="npformer", description="A Transformer in NumPy, every backward "
                      "written by hand and checked.", epilog=EXIT_CODES,
@@ -75,10 +131,6 @@ def _parser():
     for name, command in COMMANDS.items():
         command.module.add_arguments(sub.add_parser(name, help=command.help, description=command.help))
     return parser
-
-
-def _raise_stopped(signum, frame):
-    raise _Stopped(signum)
 
 
 TRAINING_COMMANDS = ("demo", "train")
@@ -113,24 +165,23 @@ def main(argv=None):
         return 2
     except SystemExit as finished:             # --help and --version print, then end here
         return finished.code or 0
-    previous = {}
-    for name in ("SIGTERM", "SIGHUP"):
-        number = getattr(signal, name, None)
-        try:
-            previous[number] = signal.signal(number, _raise_stopped)
-        except (TypeError, ValueError):       # no such signal here, or not the main thread
-            continue
-    try:
-        code = _run(args, f"npformer {args.command}")
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+    name = f"npformer {args.command}"
+    with _StopRecord() as signals:
+        code = _run(args, name)
+    if signals.received is not None and code != 128 + signals.received:
+        code = _stopped(name, signals.received)   # its exception was dropped where it was raised
     try:
         sys.stdout.flush()     # on a pipe, output waits in the buffer: the reader may be gone only now
     except BrokenPipeError:
         silence_stdout()
         return 128 + 13
     return code
+
+
+def _stopped(name, signum):
+    said = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    print(f"{name}: {said}", file=sys.stderr)
+    return 128 + signum
 
 
 def _run(args, name):
@@ -142,9 +193,9 @@ def _run(args, name):
     except (UsageError, MissingExtra) as error:      # MissingExtra: nothing ran yet, as for bad input
         return fail(f"error: {error}", 2)
     except KeyboardInterrupt:
-        return fail("interrupted", 128 + signal.SIGINT)
+        return _stopped(name, signal.SIGINT)
     except _Stopped as stop:
-        return fail(f"stopped by {signal.Signals(stop.signum).name}", 128 + stop.signum)
+        return _stopped(name, stop.signum)
     except BrokenPipeError:
         silence_stdout()
         return 128 + 13                        # as if killed by SIGPIPE, like other tools

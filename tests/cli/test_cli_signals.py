@@ -205,3 +205,43 @@ def test_sigterm_ends_any_command_quietly():
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143 and err.strip() == "npformer gradcheck: stopped by SIGTERM"
 
+
+
+# The CLI's process with one garbage-collector callback that, the first time it runs after the
+# command printed something, says so and works on in Python for up to 20 s: a Ctrl-C sent then is
+# raised inside the callback, where Python drops it (it printed a traceback and went on to the end).
+DROPPING_CLI = [sys.executable, "-c", """import gc, sys, time
+class Watched:
+    def __init__(self, stream):
+        self.stream, self.written = stream, False
+    def write(self, text):
+        self.written = True
+        return self.stream.write(text)
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+def hold(phase, info):
+    if phase == "start" and getattr(sys.stdout, "written", False) and not held:
+        held.append(1)
+        print("in the callback", file=sys.stderr, flush=True)
+        until = time.monotonic() + 20
+        while time.monotonic() < until:
+            pass
+held = []
+sys.stdout = Watched(sys.stdout)
+gc.callbacks.append(hold)
+from npformer.cli import main
+sys.exit(main())"""]
+
+
+def test_ctrl_c_dropped_by_python_inside_a_gc_callback_still_ends_the_command():
+    """Python hands an exception raised in a garbage-collector callback to sys.unraisablehook
+    and carries on; the command sees it go by and stops all the same, at once."""
+    proc = subprocess.Popen(DROPPING_CLI + ["gradcheck"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=USERS_ENVIRONMENT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stderr.readline() == "in the callback\n"
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err == "npformer gradcheck: interrupted\n", err
+    assert time.monotonic() - sent < 5
