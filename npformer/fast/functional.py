@@ -119,7 +119,7 @@ def softmax_inplace(scores, axis=-1):
     Shift, exp and normalise write into the same array; a fully masked row becomes zeros.
     """
     peak = np.asarray(np.max(scores, axis=axis, keepdims=True))     # (a 0-d input gives a scalar)
-    peak[~np.isfinite(peak)] = 0                                # fully masked rows
+    peak[np.isinf(peak)] = 0                                    # fully masked rows (a NaN stays)
     scores -= peak
     np.exp(scores, out=scores)
     total = np.asarray(np.sum(scores, axis=axis, keepdims=True))
@@ -132,7 +132,7 @@ def softmax_rows(rows):
     """``softmax_inplace`` of a C-contiguous [R, F] array over its last axis, the row sums by
     BLAS (ones @)."""
     peak = rows.max(axis=1)                                     # [R]
-    peak[~np.isfinite(peak)] = 0                                # fully masked rows
+    peak[np.isinf(peak)] = 0                                    # fully masked rows (a NaN stays)
     rows -= peak[:, None]
     np.exp(rows, out=rows)
     total = rows @ ones(rows.shape[1], rows.dtype)              # [R]
