@@ -20,6 +20,7 @@ from . import components as catalogue
 from . import conventions as known_conventions
 from . import strategies
 from . import mistakes
+from .adapters import Adapted
 from .checker import Checker, as_subject, compared_failures, fixed_properties  # noqa: F401 - the engine's
 from .compare import TOLERANCES, compare_tensor  # noqa: F401 - one table of tolerances for every check
 from .diagnosis import matching_mistakes
@@ -96,7 +97,7 @@ def _callable(forward, backward, vjp, component):
     for name, given in (("forward", forward), ("backward", backward), ("vjp", vjp)):
         if given is None and name != "forward":
             continue
-        if not callable(given):
+        if not (callable(given) or (name == "forward" and isinstance(given, Adapted))):
             what = f"the text {given!r}" if isinstance(given, str) else type(given).__name__
             raise UsageError(f"{name}: expected a function (or an adapter such as from_torch(fn)), got {what}: "
                              f"pass the function itself, as in conform({component.name!r}, my_forward, "

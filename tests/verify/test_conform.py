@@ -280,3 +280,22 @@ def test_the_torch_adapter_without_torch_says_so_in_one_line():
                           env={**os.environ})
     assert done.returncode != 0
     assert "AdapterUnavailable: torch is not installed; pip install torch==2.13.0" in done.stderr
+
+
+def test_an_adapter_is_taken_as_the_forward_and_brings_its_own_vjp():
+    """An adapter (what from_torch and from_jax return) is no function, and conform takes it."""
+    from npformer.testing.adapters import Adapted
+
+    def forward(x, axis=-1, mask=None):
+        scores = np.where(mask, x, -np.inf) if mask is not None else x
+        peak = scores.max(axis=axis, keepdims=True)
+        e = np.exp(scores - np.where(np.isinf(peak), 0.0, peak))
+        total = e.sum(axis=axis, keepdims=True)
+        return e / np.where(total > 0, total, 1.0)
+
+    def vjp(inputs, d_out):
+        y = forward(**inputs)
+        return (y * (d_out - (d_out * y).sum(axis=inputs.get("axis", -1), keepdims=True)),)
+
+    report = conform("softmax", Adapted("numpy softmax", forward, vjp, forward), examples=12)
+    assert report.ok, str(report)
