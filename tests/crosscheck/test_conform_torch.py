@@ -73,13 +73,20 @@ def test_pytorch_cross_entropy_conforms_but_where_every_target_is_ignored():
     assert np.isnan(cross_entropy(torch.tensor(logits), torch.tensor(targets)).item())
 
 
-def test_pytorch_attention_without_its_scale_fails_with_the_factor_named():
+def test_pytorch_attention_without_its_scale_is_t5s_convention_named():
     def unscaled(q, k, v, mask=None):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)
     report = conform("attention", from_torch(unscaled), examples=EXAMPLES)
+    assert report.verdict == "conforms under convention" and report.convention == {"scale": "none"}, str(report)
+
+
+def test_pytorch_attention_scaled_by_d_fails_with_the_mistake_named():
+    def by_d(q, k, v, mask=None):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0 / q.shape[-1])
+    report = conform("attention", from_torch(by_d), examples=EXAMPLES)
     assert not report.ok
     failure = next(c.failure for c in report.checks if c.name == "output")
-    assert failure.mistake is not None and failure.mistake.name == "attention-forward-no-scale", str(report)
+    assert failure.mistake is not None and failure.mistake.name == "attention-forward-scale-by-D", str(report)
 
 
 def test_pytorch_layer_norm_over_the_wrong_axis_fails():
