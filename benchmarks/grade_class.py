@@ -62,7 +62,7 @@ def build_class(folder, n, exercises, seed=0):
     subs = folder / "submissions"
     subs.mkdir()
     rng = random.Random(seed)
-    chosen = [catalog.find(name) for name in exercises]
+    chosen = [catalog.exercise_named(name) for name in exercises]
     with_bodies = [e for e in chosen if e.backward]
     counts = dict.fromkeys(KINDS, 0)
     for i in range(n):
@@ -101,7 +101,7 @@ def main(argv=None):
         parser.error("--n, --jobs: expected whole numbers >= 1")
     names = args.exercises.split(",") if args.exercises else [e.name for e in catalog.available()]
     for name in names:
-        catalog.find(name)
+        catalog.exercise_named(name)
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="grade-class-"))
     if args.keep:
         folder.mkdir(parents=True)

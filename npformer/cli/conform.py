@@ -86,9 +86,9 @@ def _source(path):
 def run(args):
     """Run ``npformer conform``; 0 when it conforms, 1 otherwise."""
     from ..testing import conform
-    from ..testing.components import find
+    from ..testing.components import component_named
     try:
-        find(args.component)
+        component_named(args.component)
     except ValueError as error:
         raise UsageError(f"--component: {str(error).split(': ', 1)[1]}") from None
     if args.backward and args.vjp:

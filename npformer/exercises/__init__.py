@@ -9,6 +9,6 @@ gradient-check cases and finite differences, a comparison with the reference gra
 that names the usual mistakes (``compare``), and the claims the tutorial makes
 (``claims``). The last exercise trains the reverse task with the learner's components.
 """
-from .catalog import EXERCISES, available, find, select  # noqa: F401
+from .catalog import EXERCISES, available, exercise_named, select  # noqa: F401
 from .grader import Outcome, grade  # noqa: F401
 from .workspace import Workspace, WorkspaceError, load_workspace, write_workspace  # noqa: F401

@@ -22,7 +22,7 @@ BY_NAME = {exercise.name: exercise for exercise in EXERCISES}
 FORMER_NAMES = {"multi-head": "attention"}
 
 
-def find(name):
+def exercise_named(name):
     """The exercise called ``name`` ("attention") or numbered ``name`` ("4", "04")."""
     text = str(name).strip()
     if text.isdigit():
@@ -57,13 +57,13 @@ def select(start=None, only=None, forward=False):
         raise ValueError("--start, --only: give one of them, not both")
     pool = available(forward)
     if only:
-        chosen = [find(name) for name in only]
+        chosen = [exercise_named(name) for name in only]
         for exercise in chosen:
             if exercise not in pool:
                 raise ValueError(f"--only: {exercise.label} has only forward bodies to write; add --forward")
         return sorted(set(chosen), key=lambda e: e.number)
     if start is not None:
-        first = find(start)
+        first = exercise_named(start)
         if first not in pool:
             raise ValueError(f"--start: {first.label} has only forward bodies to write; add --forward")
         return [e for e in pool if e.number >= first.number]

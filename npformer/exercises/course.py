@@ -98,7 +98,7 @@ def load_course(path):
         raise CourseError(f"--course: {path} is not an npformer course file (format {FORMAT}; write one "
                           f"with `npformer exercises DIR --course FILE`)")
     try:
-        exercises = tuple(catalog.find(e["name"]) for e in data["exercises"])
+        exercises = tuple(catalog.exercise_named(e["name"]) for e in data["exercises"])
         points = {e["name"]: float(e["points"]) for e in data["exercises"]}
         manifest = {str(k): v for k, v in data["manifest"].items()}
         when_blocked = data.get("when_blocked", WHEN_BLOCKED[0])

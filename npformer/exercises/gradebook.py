@@ -33,7 +33,7 @@ from concurrent.futures.process import BrokenProcessPool
 from ..core.fileio import atomic_write, write_json
 from .grader import DEFAULT_TIMEOUT, grade
 from .grading_build import shared_build
-from .report import format_outcome
+from .feedback import format_outcome
 from .safe_text import csv_cell, one_line, shown
 from .walls.bubblewrap import detect
 from .workspace import MARKER, WorkspaceError

@@ -22,7 +22,7 @@ from ..testing.needs import require_hypothesis
 from . import catalog
 from .grading_build import shared_build
 from .learner_process import specs_to_judge
-from .report import describe_run, format_outcome, next_step, progress_table
+from .feedback import describe_run, format_outcome, next_step, progress_table
 from .safe_text import shown
 from .walls.bubblewrap import TIMEOUT as DEFAULT_TIMEOUT
 from .walls.bubblewrap import Limits, detect
@@ -149,12 +149,12 @@ def _failing_function(exercise, result, sources=None):
 
 
 def _drawn_function(failing, specs):
-    from ..testing.components import find
+    from ..testing.components import component_named
     drawn = [c for c in failing if "component" in c]
     if not drawn:
         return ""
     try:
-        forward, backward = find(drawn[0]["component"]).reference[:2]
+        forward, backward = component_named(drawn[0]["component"]).reference[:2]
     except (KeyError, ValueError):
         return ""
     wanted = forward if drawn[0]["kind"] == "output" else backward
@@ -275,7 +275,7 @@ def choose(workspace, names):
     """The exercises to grade: ``names`` (names or numbers) of the workspace, or all of it."""
     if not names:
         return list(workspace.exercises)
-    chosen = [catalog.find(name) for name in names]
+    chosen = [catalog.exercise_named(name) for name in names]
     for exercise in chosen:
         if exercise not in workspace.exercises:
             raise WorkspaceError(f"EXERCISE: {exercise.label} is not part of this workspace, which holds "

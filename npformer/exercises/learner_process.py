@@ -86,16 +86,16 @@ class _Server:
     """Answers one request at a time with the learner's functions patched in."""
 
     def __init__(self, exercise):
-        from ..testing.components import find
+        from ..testing.components import component_named
         from ..specs.example import Example
         from ..testing.computation import run_claim_program
         from ..testing.problem import run
         from ..testing.subject import Subject, describe_error
-        from . import claims
+        from . import claim_verdicts
         self.exercise = exercise
         self.Example, self.run, self.describe_error = Example, run, describe_error
-        self.Subject, self.find, self.run_claim_program = Subject, find, run_claim_program
-        self.claims = [check for _, check in claims.of(exercise.name)]
+        self.Subject, self.component_named, self.run_claim_program = Subject, component_named, run_claim_program
+        self.claims = [check for _, check in claim_verdicts.claims_of(exercise.name)]
 
     def error(self, error):
         return channel.error_message(error, self.describe_error(error))
@@ -104,7 +104,7 @@ class _Server:
         name = request["component"]
         if name not in self.exercise.components:
             raise ValueError(f"component: {name!r} is not one of this exercise's")
-        return self.Subject(name, *self.find(name).reference_pair(), name="yours")
+        return self.Subject(name, *self.component_named(name).reference_pair(), name="yours")
 
     def result(self, request):
         subject = self.subject(request)
@@ -259,7 +259,7 @@ def main(requests, replies, stack):
     setup = channel.receive(requests)
     clock = _Clock(setup["timeout"], stack)
     grading_build.put_in_place(setup["dependencies"].tobytes())
-    server = _Server(catalog.find(setup["exercise"]))
+    server = _Server(catalog.exercise_named(setup["exercise"]))
     answers = {"result": server.result, "output": server.output, "gradients": server.gradients,
                "case": server.case, "claim": server.claim}
     directory = setup.get("directory", SUBMISSION_AT)

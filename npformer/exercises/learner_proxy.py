@@ -23,10 +23,10 @@ import time
 import numpy as np
 
 from ..testing.computation import ClaimRun
-from ..testing.components import find
+from ..testing.components import component_named
 from ..testing.problem import Result
 from ..testing.subject import Subject
-from . import channel, claims
+from . import channel, claim_verdicts
 
 SAID = "said by your code, not verified"
 
@@ -194,7 +194,7 @@ class LearnerProxy:
 
     def claim(self, check):
         """The ``ClaimRun`` of one of the exercise's claims, run in the learner's process."""
-        index = next(i for i, (_, c) in enumerate(claims.of(self.exercise.name)) if c is check)
+        index = next(i for i, (_, c) in enumerate(claim_verdicts.claims_of(self.exercise.name)) if c is check)
         answer = self.ask("claim", index=index)
 
         def read():
@@ -226,7 +226,7 @@ class RemoteSubject(Subject):
     the learner's process: the example's arrays go there, the results come back."""
 
     def __init__(self, component, proxy):
-        forward, backward = find(component).reference_pair()
+        forward, backward = component_named(component).reference_pair()
         super().__init__(component, forward, backward, name="yours")
         self.proxy = proxy
 

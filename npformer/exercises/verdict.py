@@ -16,7 +16,7 @@ import os
 from ..testing import engine
 from ..testing.engine import Patched, same_error
 from ..testing.problem import PRECISION
-from . import claims
+from . import claim_verdicts
 
 EXAMPLES = 40                    # drawn inputs per component (and per search for a failing one)
 EXAMPLES_VARIABLE = "NPFORMER_GRADE_EXAMPLES"    # the teacher's number instead, read at each grading
@@ -80,16 +80,16 @@ class _ClaimFailure:
     def _same(check, run, decision):
         if decision.error is not None or run.error is not None:
             return same_error(run.error, decision.error)
-        theirs = claims.decide(check, run, ours(check))
+        theirs = claim_verdicts.decide(check, run, ours(check))
         return not theirs.ok and theirs.detail == decision.detail
 
 
 def _claims(exercise, code, progress, candidates):
-    """[entry] of the exercise's claims, and the failures among them for ``settle``."""
+    """[entry] of the exercise's claims, and the failures among them for ``agreeing_mistakes``."""
     entries, failures = [], []
-    for text, check in claims.of(exercise.name):
+    for text, check in claim_verdicts.claims_of(exercise.name):
         progress(text)
-        decision = claims.decide(check, code.claim(check), ours(check))
+        decision = claim_verdicts.decide(check, code.claim(check), ours(check))
         entry = {"claim": text, "ok": decision.ok, "detail": decision.detail, "verified": decision.verified}
         if not decision.ok:
             failures.append(_ClaimFailure(entry, check, decision, candidates))
@@ -117,7 +117,7 @@ def judge_exercise(exercise, code, progress=None):
         progress=progress, precision=PRECISION)
     claim_entries, claim_failures = _claims(exercise, code, progress, candidates)
     # several mistakes may fit one check: name the one that fits them all
-    engine.settle(judged.failures() + claim_failures)
+    engine.agreeing_mistakes(judged.failures() + claim_failures)
     for found in claim_failures:
         found.entry["mistake"] = _mistake_json(found.mistake)
     checks = [_component_entry(name, check) for name, check in judged.drawn]

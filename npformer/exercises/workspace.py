@@ -186,7 +186,7 @@ def load_workspace(directory):
                              f"(format {FORMAT} expected)")
     try:
         # a former name maps to the exercise it joined ("multi-head" to attention): once each
-        exercises = tuple(dict.fromkeys(catalog.find(name) for name in data["exercises"]))
+        exercises = tuple(dict.fromkeys(catalog.exercise_named(name) for name in data["exercises"]))
         hints = data["hints"]
         if isinstance(hints, bool):           # workspaces written before the tiers
             hints = "formulas" if hints else "none"

@@ -24,7 +24,7 @@ def rng():
     return np.random.default_rng(0)
 
 
-def every(named):
+def all_parameters(named):
     """All of a module's (name, Parameter): what most layers take."""
     return named
 

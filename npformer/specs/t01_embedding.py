@@ -13,7 +13,7 @@ from ..t10_model import DecoderConfig, DecoderLM
 from . import claims
 from .draw import Example, arrays, ids, normal, size
 from .facts import close, upstream
-from .problems import shape
+from .case_inputs import shape
 from .registry import Spec, lookup
 
 spec = Spec("t01_embedding.py")

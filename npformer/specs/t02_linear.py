@@ -11,7 +11,7 @@ from ..t02_linear import Linear, linear_backward, linear_forward
 from . import claims
 from .draw import Example, arrays, leading_axes, normal, size, st
 from .facts import close, upstream
-from .problems import shape
+from .case_inputs import shape
 from .registry import Spec
 
 spec = Spec("t02_linear.py")

@@ -15,7 +15,7 @@ import numpy as np
 from ..t03_softmax import softmax_backward, softmax_forward
 from .draw import Example, arrays, booleans, normal, sampled, shape_into, size, st
 from .facts import PropertyFailed, close, readable, upstream, zero
-from .problems import shape
+from .case_inputs import shape
 from .registry import Spec, pair
 
 spec = Spec("t03_softmax.py")

@@ -19,7 +19,7 @@ from ..t05_rope import Rotary
 from . import claims
 from .draw import Example, arrays, causal_options, head_groups, mask, normal, sampled, size, st
 from .facts import close, upstream, zero
-from .problems import shape
+from .case_inputs import shape
 from .registry import Spec, lookup, pair
 
 spec = Spec("t04_attention.py")

@@ -15,7 +15,7 @@ from ..t05_rope import Rotary
 from . import claims
 from .draw import Example, arrays, normal, positions, sampled, size
 from .facts import close, upstream
-from .problems import shape
+from .case_inputs import shape
 from .registry import Spec, lookup
 
 spec = Spec("t05_rope.py")

@@ -12,7 +12,7 @@ import numpy as np
 
 from .draw import Example, arrays, normal, size
 from .facts import close, upstream
-from .problems import shape
+from .case_inputs import shape
 from .registry import Spec, pair
 
 spec = Spec("t06_activations.py")

@@ -11,7 +11,7 @@ from ..t07_ffn import FFN, SwiGLU, swiglu_gate_backward, swiglu_gate_forward
 from . import claims
 from .draw import Example, arrays, size
 from .facts import close
-from .problems import normal, shape
+from .case_inputs import normal, shape
 from .registry import Spec, lookup, pair
 
 spec = Spec("t07_ffn.py")

@@ -14,7 +14,7 @@ from ..t08_norm import (LayerNorm, RMSNorm, layernorm_backward, layernorm_forwar
                         rmsnorm_forward, sum_over_positions)
 from .draw import Example, arrays, leading_axes, normal, size
 from .facts import close, upstream
-from .problems import shape
+from .case_inputs import shape
 from .registry import Spec, original_pair, pair
 
 spec = Spec("t08_norm.py")

@@ -13,8 +13,8 @@ from ..t09_block import BlockCache, BlockConfig, build_block
 from . import claims
 from .draw import (Example, alternating, arrays, assume_varied, block_recipe, key_mask, sampled, size, st,
                    weights_of)
-from .layered import block_config, every, grads, loaded, rng, weight_names
-from .problems import normal, shape
+from .layered import block_config, all_parameters, grads, loaded, rng, weight_names
+from .case_inputs import normal, shape
 from .registry import Spec, lookup
 
 spec = Spec("t09_block.py")
@@ -34,7 +34,7 @@ def build_postnorm(d, recipe, dtype):
 
 
 def _block_forward(build, x, weights, recipe, mask):
-    block, params = loaded(build, every, x.shape[-1], recipe, weights, x.dtype)
+    block, params = loaded(build, all_parameters, x.shape[-1], recipe, weights, x.dtype)
     out, cache = block.forward(x, mask)
     return out, (block, params, cache)
 
@@ -70,7 +70,7 @@ def block_inputs(draw, build):
     recipe = {**block_recipe(draw, d), "causal": draw(st().booleans())}
     x = alternating(draw(arrays((B, N, d))))
     assume_varied(x)
-    names, weights = weights_of(draw, weight_names(build, every, d, recipe))
+    names, weights = weights_of(draw, weight_names(build, all_parameters, d, recipe))
     mask = key_mask(draw, B, N)
     recipe["mask"] = None if mask is None else mask[:, None, None, :]
     return Example(("x",) + names, (x,) + weights, recipe)
@@ -122,7 +122,7 @@ spec.exercise(9, "block", "Pre-Norm and Post-Norm blocks (residuals)",
                       ("DecoderLM (Mixtral, pooled)", (1,))), components=("prenorm_block", "postnorm_block"))
 
 
-def silence(*linears):
+def zero_output_projections(*linears):
     """Zero the weights and biases of output projections: the sub-layer then outputs 0."""
     for linear in linears:
         linear.weight.data[...] = 0
@@ -134,7 +134,7 @@ def silence(*linears):
 def residual_carries_the_gradient(L, R):
     g = claims.rng()
     block = L.t09_block.build_block(L.t09_block.BlockConfig(d_model=8, n_heads=2), g, np.float64)
-    silence(block.attn.out, block.ffn.down)
+    zero_output_projections(block.attn.out, block.ffn.down)
     out, cache = block.forward(g.standard_normal((2, 4, 8)))
     G = g.standard_normal(out.shape)
     claims.close("d_x", block.backward(G, cache), G, 1e-12)

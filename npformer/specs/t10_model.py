@@ -12,8 +12,8 @@ from ..t01_embedding import Embedding
 from ..t10_model import DecoderConfig, DecoderLM, TiedHead
 from . import claims
 from .draw import Example, assume_varied, block_recipe, ids, key_mask, sampled, size, st, weights_of, width
-from .layered import every, grads, loaded, rng, weight_names
-from .problems import left_padded, normal, shape
+from .layered import all_parameters, grads, loaded, rng, weight_names
+from .case_inputs import left_padded, normal, shape
 from .registry import Spec, lookup
 from .t09_block import BLOCK, WEIGHTS
 
@@ -35,7 +35,7 @@ def decoder_lm_forward(ids, *weights, vocab_size=5, max_len=4, n_heads=1, n_kv_h
                   n_layers=n_layers, positions=positions, norm=norm, ffn=ffn, ffn_hidden=ffn_hidden,
                   prenorm=prenorm, tie_embeddings=tie_embeddings, attn_bias=attn_bias, ffn_bias=ffn_bias)
     table = weights[0]
-    model, params = loaded(build_decoder, every, table.shape[-1], recipe, weights, table.dtype)
+    model, params = loaded(build_decoder, all_parameters, table.shape[-1], recipe, weights, table.dtype)
     out, cache = model.forward(ids, key_mask)
     return out, (model, params, cache)
 
@@ -61,7 +61,7 @@ def decoder_lm_inputs(draw):
               "n_layers": draw(sampled([2, 1])), "positions": positions, "prenorm": draw(st().booleans()),
               "tie_embeddings": draw(sampled([False, True]))}
     tokens = draw(ids((B, N), V))
-    names, weights = weights_of(draw, weight_names(build_decoder, every, d, recipe))
+    names, weights = weights_of(draw, weight_names(build_decoder, all_parameters, d, recipe))
     embedded = weights[0][tokens] + (weights[1][:N] if recipe["positions"] == "learned" else 0)
     assume_varied(embedded)
     return Example(("ids",) + names, (tokens,) + weights, {**recipe, "key_mask": key_mask(draw, B, N)})

@@ -14,7 +14,7 @@ from ..t11_loss import IGNORE_INDEX, cross_entropy_backward, cross_entropy_forwa
     log_softmax_forward
 from .draw import Example, arrays, normal, sampled, size, st, targets
 from .facts import close, upstream, zero
-from .problems import shape
+from .case_inputs import shape
 from .registry import Spec, pair
 
 spec = Spec("t11_loss.py")

@@ -24,8 +24,8 @@ from ..t10_model import DecoderConfig, DecoderLM
 from ..t14_moe import MoE, MoECache
 from . import claims
 from .draw import Example, arrays, key_mask, sampled, size, st, weights_of
-from .layered import every, grads, loaded, rng, weight_names
-from .problems import left_padded, normal, shape
+from .layered import all_parameters, grads, loaded, rng, weight_names
+from .case_inputs import left_padded, normal, shape
 from .registry import Spec, lookup
 from .t09_block import WEIGHTS
 
@@ -42,7 +42,7 @@ def moe_forward(x, *weights, n_experts=2, top_k=1, hidden=2, aux_weight=0.01, to
     """x [..., d] -> (MoE(x) [..., d], cache); SwiGLU experts, no biases; backward adds
     aux_weight times the load-balancing loss's gradient."""
     recipe = {"n_experts": n_experts, "top_k": top_k, "hidden": hidden, "aux_weight": aux_weight}
-    layer, params = loaded(build_moe, every, x.shape[-1], recipe, weights, x.dtype)
+    layer, params = loaded(build_moe, all_parameters, x.shape[-1], recipe, weights, x.dtype)
     out, cache = layer.forward(x, token_mask)
     return out, (layer, params, cache)
 
@@ -68,7 +68,7 @@ def moe_inputs(draw):
     recipe = {"n_experts": E, "top_k": draw(st().integers(1, min(E, 2))), "hidden": draw(size(1, 3)),
               "aux_weight": draw(sampled([0.5, 0.01]))}
     x = draw(arrays((B, N, d)))
-    names, weights = weights_of(draw, weight_names(build_moe, every, d, recipe))
+    names, weights = weights_of(draw, weight_names(build_moe, all_parameters, d, recipe))
     logits = x.reshape(-1, d) @ weights[0]
     probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
     ranked = -np.sort(-probs / probs.sum(axis=-1, keepdims=True), axis=-1)

@@ -12,7 +12,7 @@ from ..core.module import Module
 from ..t15_encoder import (Encoder, EncoderConfig, Pooler, l2_normalize_backward, l2_normalize_forward,
                            mean_pool_backward, mean_pool_forward)
 from . import claims
-from .problems import normal, real_tokens, shape
+from .case_inputs import normal, real_tokens, shape
 from .registry import Spec
 from .t06_activations import elementwise_inputs
 

@@ -6,7 +6,7 @@ another width) and exercise 16. Mistakes: ``t16_cross_attention.json``.
 from __future__ import annotations
 
 from ..t16_cross_attention import CrossAttention
-from .problems import normal, real_tokens, shape
+from .case_inputs import normal, real_tokens, shape
 from .registry import Spec
 
 spec = Spec("t16_cross_attention.py")

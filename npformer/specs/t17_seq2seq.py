@@ -12,10 +12,10 @@ from ..t17_seq2seq import EncoderDecoder, Seq2SeqConfig, build_decoder_block
 from . import claims
 from .draw import (Example, alternating, arrays, assume_varied, block_recipe, ids, key_mask, sampled, size, st,
                    weights_of, width)
-from .layered import every, grads, loaded, rng, weight_names
-from .problems import normal, real_tokens, shape
+from .layered import all_parameters, grads, loaded, rng, weight_names
+from .case_inputs import normal, real_tokens, shape
 from .registry import Spec, lookup
-from .t09_block import WEIGHTS, silence
+from .t09_block import WEIGHTS, zero_output_projections
 
 spec = Spec("t17_seq2seq.py")
 SEQ2SEQ = ("t17_seq2seq.EncoderDecoderBlock.backward", "t17_seq2seq.EncoderDecoder.decode_backward")
@@ -47,7 +47,7 @@ def seq2seq_block_forward(x, memory, *weights, n_heads=1, n_kv_heads=None, norm=
     """x [B, N, d], memory [B, M, d] -> (the decoder layer's output [B, N, d], cache)."""
     recipe = dict(n_heads=n_heads, n_kv_heads=n_kv_heads, norm=norm, ffn=ffn, ffn_hidden=ffn_hidden,
                   prenorm=prenorm, attn_bias=attn_bias, ffn_bias=ffn_bias)
-    block, params = loaded(build_decoder_layer, every, x.shape[-1], recipe, weights, x.dtype)
+    block, params = loaded(build_decoder_layer, all_parameters, x.shape[-1], recipe, weights, x.dtype)
     out, cache = block.forward(x, memory, mask, memory_mask)
     return out, (block, params, cache)
 
@@ -93,7 +93,7 @@ def seq2seq_block_inputs(draw):
     x = alternating(draw(arrays((B, N, d))))
     assume_varied(x)
     memory = draw(arrays((B, M, d)))
-    names, weights = weights_of(draw, weight_names(build_decoder_layer, every, d, recipe))
+    names, weights = weights_of(draw, weight_names(build_decoder_layer, all_parameters, d, recipe))
     tgt, src = key_mask(draw, B, N), key_mask(draw, B, M)
     recipe["mask"] = None if tgt is None else tgt[:, None, None, :]
     recipe["memory_mask"] = None if src is None else src[:, None, None, :]
@@ -177,7 +177,7 @@ def silent_cross_attention_stops_the_encoder(L, R):
     model = L.t17_seq2seq.EncoderDecoder(L.t17_seq2seq.Seq2SeqConfig(vocab_size=13, n_decoder_layers=2,
                                                              share_embeddings=False), g, np.float64)
     for block in model.blocks:
-        silence(block.cross_attn.out)
+        zero_output_projections(block.cross_attn.out)
     logits, cache = model.forward(g.integers(0, 13, (2, 4)), g.integers(0, 13, (2, 3)))
     model.backward(g.standard_normal(logits.shape), cache)
     for name, p in model.encoder.named_parameters():

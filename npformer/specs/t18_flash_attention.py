@@ -14,7 +14,7 @@ from ..t10_model import DecoderConfig, DecoderLM
 from ..t18_flash_attention import flash_attention_backward, flash_attention_forward
 from . import claims
 from .draw import Example, st
-from .problems import left_padded, normal, shape
+from .case_inputs import left_padded, normal, shape
 from .registry import CAPABILITIES, Spec
 from .t04_attention import attention_corners, attention_inputs
 

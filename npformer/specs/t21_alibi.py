@@ -16,7 +16,7 @@ from ..t21_alibi import ALiBiAttention, alibi_backward, alibi_forward, alibi_slo
 from . import claims
 from .draw import Example, arrays, size, st
 from .facts import close, upstream
-from .problems import left_padded, normal, shape
+from .case_inputs import left_padded, normal, shape
 from .registry import Spec
 from .t10_model import decoder
 

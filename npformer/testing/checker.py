@@ -47,7 +47,7 @@ class Checker:
         self.reference = Subject.reference(subject.component) if variant is None else \
             Subject(subject.component, *variant, name="npformer")
         self.rtol, self.atol, self.precision, self.dtype = rtol, atol, precision, None
-        self.properties = [p for p in properties.of(self.component.name) if p.drawn and
+        self.properties = [p for p in properties.properties_of(self.component.name) if p.drawn and
                            (subject.differentiates or not p.needs_backward) and not self.vacuous(p)]
         self.variant = variant
         if variant is not None:       # npformer's properties state its own convention's facts
@@ -91,7 +91,7 @@ class Checker:
         """A skipped CheckResult for each property the implementation's options leave empty."""
         return [CheckResult(p.text, "property", skipped=f"{self.subject.name} lacks {self._lacked(p)}"
                             if self._lacked(p) else f"{self.subject.name} takes no {' or '.join(p.needs_any)}")
-                for p in properties.of(self.component.name) if self.vacuous(p)
+                for p in properties.properties_of(self.component.name) if self.vacuous(p)
                 and (self.subject.differentiates or not p.needs_backward)]
 
     def factors(self, example):
@@ -243,7 +243,7 @@ class Checker:
         if self.variant is not None:
             return list(self.results.values()) + [
                 CheckResult(p.text, "property", skipped="not run: a fact of npformer's convention")
-                for p in properties.of(self.component.name)]
+                for p in properties.properties_of(self.component.name)]
         return list(self.results.values()) + fixed_properties(self.subject, self.tolerance()) + \
             self.vacuous_checks()
 
@@ -251,7 +251,7 @@ class Checker:
 
 def compared_failures(checks):
     """The failures of one component's checks that were compared with the catalogue, for
-    ``mistakes.settle``: the outputs alone when one failed (a wrong output makes every gradient
+    ``mistakes.agreeing_mistakes``: the outputs alone when one failed (a wrong output makes every gradient
     differ, and autograd's gradients of a wrong forward are no catalogued backward's)."""
     failed = [c for c in checks if c.failure is not None and c.kind != "property"]
     outputs = [c for c in failed if c.kind == "output"]
@@ -264,7 +264,7 @@ def as_subject(component, forward, backward=None, vjp=None, scope=None):
     signature_of = forward
     if hasattr(forward, "vjp") and hasattr(forward, "forward"):          # from_torch, from_jax
         forward, vjp, name, signature_of = forward.forward, forward.vjp, forward.name, forward.fn
-    component = catalogue.find(component)
+    component = catalogue.component_named(component)
     if component.adapt is not None:                 # a decoding step, say: looped over the positions
         forward = component.adapt(forward)
     return Subject(component, forward, backward, vjp, name=name, signature_of=signature_of, scope=scope)
@@ -275,7 +275,7 @@ def fixed_properties(subject, tol=None):
     float64's; one that needs an option value or a capability the code lacks is not run)."""
     tol = tolerance() if tol is None else tol
     results = []
-    for prop in properties.of(subject.component.name):
+    for prop in properties.properties_of(subject.component.name):
         if prop.drawn or (prop.needs_backward and not subject.differentiates):
             continue
         check = CheckResult(prop.text, "property", examples=1)

@@ -112,7 +112,7 @@ def compare_tensor(name, mine, expected, factors=None, tol=None, atol=None, scal
         return None
     floor = max(np.abs(mine).max(initial=0), np.abs(expected).max(initial=0), SCALE_FLOOR * scale, 1e-300)
     return {"name": name, "rel_error": error, "scaled_error": largest / floor, "worst_index": list(worst),
-            "ratio": multiple(mine, expected),
+            "ratio": constant_multiple(mine, expected),
             "yours": float(mine[worst]), "expected": float(expected[worst]),
             "message": (f"{name}: relative error {error:.2e}, worst at {tuple(worst)}: yours "
                         "{}, expected {}".format(*differing(float(mine[worst]), float(expected[worst])))),
@@ -145,7 +145,7 @@ def constant_ratio(mine, expected):
     return c if residual <= 1e-6 * max(np.linalg.norm(mine), 1e-300) else None
 
 
-def multiple(mine, expected):
+def constant_multiple(mine, expected):
     """c when ``mine`` is c times ``expected`` (``constant_ratio``), or -1 for one number that
     is exactly minus the right one (the one multiple of one number worth naming), else None."""
     ratio = constant_ratio(mine, expected)
@@ -209,7 +209,7 @@ def value_diagnoses(mine, expected, factors, what="gradient", tol=None):
         return [ratio_diagnosis(0.0, factors, what)]
     if not expected.any():
         return [f"the right {what} is exactly 0 everywhere on this example and yours is not"]
-    ratio = multiple(mine, expected)
+    ratio = constant_multiple(mine, expected)
     if ratio is not None and not _near(ratio, 1) and free(expected):    # c = 1: rounding, not a factor
         return [ratio_diagnosis(ratio, factors, what)]
     scale = max(np.abs(expected).max(initial=0), 1e-12)

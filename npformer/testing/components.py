@@ -19,7 +19,7 @@ from __future__ import annotations
 from ..specs import COMPONENTS, LAYERS, Component  # noqa: F401
 
 
-def find(name):
+def component_named(name):
     """The component called ``name`` (one of ``COMPONENTS`` or ``LAYERS``); ValueError listing
     them all otherwise."""
     if name in COMPONENTS:

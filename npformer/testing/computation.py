@@ -42,8 +42,8 @@ class PatchedSubject(Subject):
     """npformer's reference of a component, run with ``patches`` in place."""
 
     def __init__(self, component, patches):
-        from .components import find
-        forward, backward = find(component).reference_pair()
+        from .components import component_named
+        forward, backward = component_named(component).reference_pair()
         super().__init__(component, forward, backward, name="yours")
         self.patches = patches
 

@@ -53,14 +53,14 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
     "does not conform"), ``ok`` (True for the first two), each check, and for a failure its
     smallest example, the worst element, and the catalogued mistake it matches when one does.
     """
-    found = catalogue.find(component)
+    found = catalogue.component_named(component)
     scope = Scope.parse(scope, found)
     if precision is not None and precision not in TOLERANCES:
         raise ValueError(f"precision: expected one of {', '.join(TOLERANCES)}, got {precision!r}")
     _callable(forward, backward, vjp, found)
     run = _Attempt(found, forward, backward, vjp, scope, examples, seed, rtol, atol)
     run.try_once()
-    given = known_conventions.find(found.name, convention) if convention is not None else ()
+    given = known_conventions.convention_given(found.name, convention) if convention is not None else ()
     report = run(precision, *given)
     if report.ok or report.error:
         return report
@@ -73,7 +73,7 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
         report, precision = _at_float32(run, report, given, lower, precision)
         if report.ok or given:
             return report if report.ok else other_causes(run, report)
-    conventions = known_conventions.of(found.name, run.untaken)
+    conventions = known_conventions.conventions_to_try(found.name, run.untaken)
     for said, variant in conventions:
         under = run.under(report, said, variant, precision)
         if under is not None:
@@ -263,7 +263,7 @@ class _Attempt:
             warnings.warn(text, stacklevel=3)
         report.checks = checker.run(self.examples, self.seed)
         report.tolerance, report.dtype = checker.tolerance(), checker.precision_name()
-        mistakes.settle(compared_failures(report.checks))
+        mistakes.agreeing_mistakes(compared_failures(report.checks))
         self.checkers[id(report)] = checker           # for other_causes, once a report is chosen
         if not subject.differentiates and not subject.component.forward_only:
             report.checks.append(CheckResult("gradients", "gradient", skipped="no backward or vjp given"))

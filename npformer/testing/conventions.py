@@ -17,7 +17,7 @@ import itertools
 from ..specs import CONVENTIONS, FAMILIES
 
 
-def of(component, untaken=()):
+def conventions_to_try(component, untaken=()):
     """The conventions to try for ``component``, each alone, then together: an option
     convention only when the code does not take that option (code that takes ``layout`` is
     asked for each layout by name)."""
@@ -51,7 +51,7 @@ def options(component):
     return {name for said, variant in CONVENTIONS.get(component, []) if variant is None for name in said}
 
 
-def find(component, convention):
+def convention_given(component, convention):
     """(said, variant) for a convention given up front; ValueError naming ``convention``."""
     for said, variant in CONVENTIONS.get(component, []) + list(together(component, convention)):
         if said == dict(convention):

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .cases import CASES
-from .components import find as component
+from .components import component_named as component
 from .checker import Checker, compared_failures
 from .computation import ClaimRun, Patched
 from .fixed_case import judge_case
-from .mistakes import settle
+from .mistakes import agreeing_mistakes
 from .mistakes.registry import applicable, of_functions
 from .structure import Structural
 from .structure import candidates as structural
@@ -27,7 +27,7 @@ from .report import CaseVerdict, CheckResult
 from .subject import Subject, describe_error
 
 __all__ = ["CASES", "CaseVerdict", "CheckResult", "ClaimRun", "Judged", "Patched", "Subject", "candidates",
-           "component", "describe_error", "judge_functions", "patched", "resolve", "same_error", "settle"]
+           "component", "describe_error", "judge_functions", "patched", "resolve", "same_error", "agreeing_mistakes"]
 
 
 def candidates(paths):
@@ -57,7 +57,7 @@ class Judged:
     fixed: list = field(default_factory=list)
 
     def failures(self):
-        """The failures to ``settle`` together (with any of the caller's own)."""
+        """The failures whose mistakes ``agreeing_mistakes`` chooses together (with any of the caller's own)."""
         names = dict.fromkeys(name for name, _ in self.drawn)
         compared = [f for name in names for f in compared_failures([c for n, c in self.drawn if n == name])]
         return compared + [verdict for _, _, verdict in self.fixed if not verdict.ok]
@@ -73,7 +73,7 @@ def judge_functions(code, components=(), cases=(), mistakes=(), examples=40, see
     ``cases``: (case name, sizes) of ``CASES``, each judged with ``code.evaluate``, and again
     with each of ``extra_seeds`` (other numbers, the same sizes) until one fails;
     ``mistakes``: the candidates (``candidates(paths)``); ``progress(text)``: told each stage.
-    The failures' mistakes are settled among themselves; settle again with the caller's own."""
+    The failures' mistakes are chosen to agree among themselves; choose again with the caller's own."""
     judged = Judged()
     mistakes = _written(mistakes, code)
     deferred = [c for c in mistakes if isinstance(c[0] if isinstance(c, tuple) else c, Structural)]
@@ -97,5 +97,5 @@ def judge_functions(code, components=(), cases=(), mistakes=(), examples=40, see
                 judged.fixed.append((case, size, verdict))
                 if not verdict.ok:
                     break                              # one failing seed says it; the rest add time
-    settle(judged.failures())
+    agreeing_mistakes(judged.failures())
     return judged

@@ -136,7 +136,7 @@ def judge_case(build, code, candidates=(), deferred=()):
     (what differs, the protocol's notes, the error raised, the mistake). The upstream gradient
     is random everywhere (a case's own, made for finite differences, may be zero where the
     backward has choices to make). ``deferred``: the structural mistakes, asked only when
-    ``mistakes.settle`` needs them."""
+    ``mistakes.agreeing_mistakes`` needs them."""
     right = run(build, own_upstream=False)
     if right.error is not None:                      # an upstream of a required form (MoE's aux
         right = run(build)                           # entry): the case's own

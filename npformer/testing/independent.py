@@ -146,7 +146,7 @@ def _cause(checker, name, example, mistakes):
     if mistakes:
         return _Cause("the mistake named above, " + " or ".join(repr(m.name) for m in mistakes) + ",",
                       lambda e, _: any(_agrees(checker, e, name, m) for m in mistakes))
-    fitting = [(said, variant) for said, variant in known_conventions.of(checker.component.name,
+    fitting = [(said, variant) for said, variant in known_conventions.conventions_to_try(checker.component.name,
                                                                           checker.subject.untaken)
                if checker.variant is None and _same(theirs, _convention_values(checker, said, variant,
                                                                                 example, name), checker)]

@@ -32,7 +32,7 @@ class PartCheck:
 
     ours: str                  # "ffn", "blocks.1.attn"
     theirs: str                # "mlp", "transformer.h.1.attn"
-    worst: object = None       # the TensorCheck with the largest error, None if not run
+    worst: object = None       # the ComparedTensor with the largest error, None if not run
     error: str = ""            # why it could not be run alone
 
     @property
@@ -132,7 +132,7 @@ def _their_part(run, name, parts):
 
 
 def _compare(run, ours, theirs_part, rows, x, d_out):
-    """The worst TensorCheck of their part against our sub-module on ``x``."""
+    """The worst ComparedTensor of their part against our sub-module on ``x``."""
     ours.zero_grad()
     with patched(run.patches):                 # the conventions the whole is judged under
         y, cache = ours.forward(x)

@@ -1,4 +1,4 @@
-"""What ``conform_module`` reports: one ``TensorCheck`` per compared tensor, a ``ModuleReport``
+"""What ``conform_module`` reports: one ``ComparedTensor`` per compared tensor, a ``ModuleReport``
 with the verdict, and the comparison that fills them (relative to the tensor's largest entry)."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ TOL_FLOAT32 = tolerance("float32")     # code that computes in float32 inside (a
 
 
 @dataclass
-class TensorCheck:
+class ComparedTensor:
     """One compared tensor: its name (ours, and theirs), the worst relative error and where."""
 
     name: str
@@ -87,18 +87,18 @@ class ModuleReport:
 
 
 def compare_tensors(name, theirs_name, yours, expected, scale=0.0):
-    """A ``TensorCheck``: the largest difference relative to the tensor's largest entry, or to
+    """A ``ComparedTensor``: the largest difference relative to the tensor's largest entry, or to
     ``SCALE_FLOOR`` of the example's data ``scale`` for a tensor far below it (one that is 0 in
     exact arithmetic holds only rounding noise: no relative error to speak of)."""
     yours, expected = np.asarray(yours, np.float64), np.asarray(expected, np.float64)
     if yours.shape != expected.shape:
-        return TensorCheck(name, theirs_name, np.inf, ("shape",), np.nan, np.nan)
+        return ComparedTensor(name, theirs_name, np.inf, ("shape",), np.nan, np.nan)
     diff = np.abs(yours - expected)
     if not np.all(np.isfinite(yours)):
         diff = np.where(np.isfinite(yours), diff, np.inf)
     index = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else ()
     scale = max(float(np.max(np.abs(expected), initial=0.0)), SCALE_FLOOR * scale, 1e-12)
     index = tuple(int(i) for i in index)
-    return TensorCheck(name, theirs_name, float(np.max(diff, initial=0.0)) / scale, index,
+    return ComparedTensor(name, theirs_name, float(np.max(diff, initial=0.0)) / scale, index,
                        float(yours[index]) if diff.size else np.nan,
                        float(expected[index]) if diff.size else np.nan)

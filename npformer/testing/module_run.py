@@ -193,12 +193,12 @@ class Run:
         return out, data_scale(list(ours.values()) + [x for x in inputs if np.issubdtype(x.dtype, np.floating)])
 
     def check(self, seed, B, N):
-        """[TensorCheck] of one example."""
+        """[ComparedTensor] of one example."""
         out, scale = self.theirs(seed, B, N)
         return self.compare(out, self.expected(seed, B, N), scale)
 
     def compare(self, out, expected, scale):
-        """[TensorCheck] of the subject's results ``out`` against ``expected``."""
+        """[ComparedTensor] of the subject's results ``out`` against ``expected``."""
         checks = []
         for name, value in out.items():
             if name in self.parts:          # a fused Q|K|V of theirs: one check per part

@@ -17,6 +17,6 @@ from ..specs import PROPERTIES, Property  # noqa: F401
 from ..specs.facts import TOL, PropertyFailed, close, precision, zero  # noqa: F401
 
 
-def of(component):
+def properties_of(component):
     """The properties of ``component`` (a name), in declaration order."""
     return PROPERTIES.get(component, [])

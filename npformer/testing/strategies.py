@@ -29,7 +29,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from ..specs import CORNERS  # noqa: E402
 from ..specs import draw as _draw  # noqa: E402
-from .components import find  # noqa: E402
+from .components import component_named  # noqa: E402
 from ..specs.example import Example  # noqa: E402,F401
 
 IGNORE_INDEX, MASK_SHAPES = _draw.IGNORE_INDEX, _draw.MASK_SHAPES
@@ -44,7 +44,7 @@ targets = st.composite(_draw.targets)
 
 def inputs(component):
     """The strategy of a whole example (``Example``) of ``component``: its names, arguments and options."""
-    return find(component).draw
+    return component_named(component).draw
 
 
 def corner_examples(component):

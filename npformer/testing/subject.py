@@ -35,7 +35,7 @@ class Subject:
 
     def __init__(self, component, forward, backward=None, vjp=None, name=None, signature_of=None,
                  scope=None):
-        self.component = catalogue.find(component) if isinstance(component, str) else component
+        self.component = catalogue.component_named(component) if isinstance(component, str) else component
         if backward is not None and vjp is not None:
             raise ValueError("backward, vjp: give one of them, not both")
         self.forward, self.backward, self.vjp = forward, backward, vjp
@@ -71,7 +71,7 @@ class Subject:
     @classmethod
     def reference(cls, component):
         """npformer's own implementation (whatever is patched in when it runs)."""
-        component = catalogue.find(component) if isinstance(component, str) else component
+        component = catalogue.component_named(component) if isinstance(component, str) else component
         forward, backward = component.reference_pair()
         return cls(component, forward, backward, name="npformer")
 

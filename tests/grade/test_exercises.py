@@ -10,7 +10,7 @@ from npformer.cli import main
 from npformer.exercises import EXERCISES
 from npformer.exercises.workspace import WorkspaceError, load_workspace, write_workspace
 from npformer.exercises.grader import grade
-from npformer.exercises.catalog import find, holding, select
+from npformer.exercises.catalog import exercise_named, holding, select
 from npformer.exercises.workspace import MARKER, library_dir
 
 
@@ -72,7 +72,7 @@ def test_workspace_is_the_plain_files_minus_the_bodies_to_write(tmp_path):
 def test_stub_names_the_exercise_and_the_tutorial_section(tmp_path):
     workspace = write_workspace(tmp_path / "ws", only=["attention"])
     stub = _stub_text(_functions(workspace.path("t04_attention.py"))["attention_backward"])
-    attention = find("attention")
+    attention = exercise_named("attention")
     assert stub.startswith(f"exercise {attention.number:02d} ({attention.title}; tutorial part 1, ")
     assert "§6" in stub and stub.endswith("write attention_backward")
     with open(workspace.path("README.md"), encoding="utf-8") as f:
@@ -203,7 +203,7 @@ def test_training_waits_for_the_exercises_it_runs(tmp_path):
         f.write(_read(only_softmax, "t03_softmax.py"))
     lines = []
     outcome = grade(workspace.directory, ["train"], out=lines.append, say=_quiet)[0]
-    softmax, train = find("softmax"), find("train")
+    softmax, train = exercise_named("softmax"), exercise_named("train")
     assert outcome.status == "blocked" and outcome.lines == [f"blocked by {softmax.label} (not started)"]
     assert lines[-1] == f"next: {train.label} is blocked by {softmax.label} (not started)"
 
@@ -211,7 +211,7 @@ def test_training_waits_for_the_exercises_it_runs(tmp_path):
 def test_cli_hands_out_and_grades(tmp_path, capsys):
     assert main(["exercises", str(tmp_path / "ws"), "--only", "softmax,rope"]) == 0
     assert "wrote 2 files for 2 exercises" in capsys.readouterr().out
-    rope = find("rope")
+    rope = exercise_named("rope")
     assert main(["grade", str(tmp_path / "ws"), str(rope.number)]) == 1
     assert rope.label in capsys.readouterr().out
     assert main(["exercises", str(tmp_path / "ws")]) == 2
@@ -233,8 +233,8 @@ def test_one_order_the_exercise_for_a_concept_file_has_its_number():
     assert [(e.number, e.name) for e in EXERCISES if e not in concept] == [(20, "train")]
     assert [e.name for e in EXERCISES[:3]] == ["embedding", "linear", "softmax"]
     # the attention exercise holds multi-head attention too; a former name still finds it
-    assert holding("t04_attention.py:MultiHeadAttention.backward") is find("attention") is find("multi-head")
-    assert holding("t16_cross_attention.py:CrossAttention.backward") is find("cross-attention")
+    assert holding("t04_attention.py:MultiHeadAttention.backward") is exercise_named("attention") is exercise_named("multi-head")
+    assert holding("t16_cross_attention.py:CrossAttention.backward") is exercise_named("cross-attention")
 
 
 @pytest.mark.parametrize("file, kernel", [("t18_flash_attention.py", "flash"), ("t21_alibi.py", "alibi")])

@@ -3,17 +3,17 @@
 A claim's program runs in the learner's process with their code; only its arrays come back
 (those its assertions were given, or for a claim in two halves what its ``compute`` half
 returned), and the judge asserts them among themselves and against the same program run with
-npformer's own code (``claims.decide``). Two claims test what only the learner's process can
+npformer's own code (``claim_verdicts.decide``). Two claims test what only the learner's process can
 see (a call that must raise): their account is shown as said, can fail the exercise and never
 counts toward done. Here each runs as graded, in one process: the learner's process's request
 handler (``learner_process._Server.claim``) with the version patched in, its answer through the
-channel, the judge's ``LearnerProxy.claim`` on it, and ``claims.decide``."""
+channel, the judge's ``LearnerProxy.claim`` on it, and ``claim_verdicts.decide``."""
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from npformer.exercises import catalog, channel, claims
+from npformer.exercises import catalog, channel, claim_verdicts
 from npformer.exercises.learner_process import _Server
 from npformer.exercises.learner_proxy import LearnerProxy, Stopped
 from npformer.exercises.verdict import ours
@@ -29,13 +29,13 @@ FOUR = {"linear": "bias gradient is None", "attention": "KV-cached decoding step
 
 
 def _claim(name, words=None):
-    index, (text, check) = next((i, tc) for i, tc in enumerate(claims.of(name)) if (words or FOUR[name]) in tc[0])
+    index, (text, check) = next((i, tc) for i, tc in enumerate(claim_verdicts.claims_of(name)) if (words or FOUR[name]) in tc[0])
     return index, text, check
 
 
 def _proxy(name, answer):
     """The judge's proxy of a learner's process that answers ``answer`` to every question."""
-    proxy = LearnerProxy(catalog.find(name), -1, -1)
+    proxy = LearnerProxy(catalog.exercise_named(name), -1, -1)
     proxy.ask = lambda op, **fields: channel.unpack(channel.pack(answer)[8:])     # as it crosses the pipe
     return proxy
 
@@ -43,10 +43,10 @@ def _proxy(name, answer):
 def _graded(name, patches, words=None):
     """The judge's ``Decision`` on the claim, the learner's side with ``patches``."""
     index, _, check = _claim(name, words)
-    server = _Server(catalog.find(name))
+    server = _Server(catalog.exercise_named(name))
     with patched(patches):
         answer = server.claim({"index": index})
-    return claims.decide(check, _proxy(name, answer).claim(check), ours(check))
+    return claim_verdicts.decide(check, _proxy(name, answer).claim(check), ours(check))
 
 
 WRONG = {
@@ -121,23 +121,23 @@ def test_arrays_made_up_to_agree_with_each_other_are_held_to_npformers():
     made_up = np.zeros_like(logits)
     for arrays, says in (([made_up, made_up], "against npformer's"), ([logits], "computed 1 arrays"),
                          ([logits, logits[:, :3]], "npformer's computes 2")):
-        decision = claims.decide(check, _proxy("kv-cache", {"arrays": arrays}).claim(check), right)
+        decision = claim_verdicts.decide(check, _proxy("kv-cache", {"arrays": arrays}).claim(check), right)
         assert not decision.ok and says in decision.detail, decision.detail
-    assert claims.decide(check, _proxy("kv-cache", {"arrays": right.arrays}).claim(check), right).ok
+    assert claim_verdicts.decide(check, _proxy("kv-cache", {"arrays": right.arrays}).claim(check), right).ok
 
 
 def test_an_array_of_another_dtype_is_the_learners_failure_named():
     _, _, check = _claim("kv-cache", "full forward's logits")
     right = ours(check)
     half = [a.astype(np.float16) for a in right.arrays]
-    decision = claims.decide(check, _proxy("kv-cache", {"arrays": half}).claim(check), right)
+    decision = claim_verdicts.decide(check, _proxy("kv-cache", {"arrays": half}).claim(check), right)
     assert not decision.ok and "float16 array where the judge asked for float64" in decision.detail
 
 
 def test_no_claim_is_decided_in_the_learners_process():
     """Each claim comes in two halves, or asserts on arrays the judge compares with its own."""
     for exercise in catalog.EXERCISES:
-        for text, check in claims.of(exercise.name):
+        for text, check in claim_verdicts.claims_of(exercise.name):
             if getattr(check, "judge", None) is not None:
                 assert callable(check.compute), text
                 continue
@@ -150,10 +150,10 @@ LINEAR_RIGHT = "    d_bias = sum_over_positions(d_out) if cache.has_bias else No
 FORGER = """
 def _forge():
     import json as _json
-    from npformer.exercises import claims as _claims, learner_process as _process
+    from npformer.exercises import claim_verdicts as _claims, learner_process as _process
     _verdict = {"ok": True, "detail": None, "error": None, "asserted": [], "computed": {"bias_gradient": None}}
     _process._Server.claim = lambda self, request: dict(_verdict)       # the claim's request handler
-    for _text, _check in _claims.of("linear"):
+    for _text, _check in _claims.claims_of("linear"):
         if getattr(_check, "compute", None) is not None:
             _check.compute = lambda L: {"bias_gradient": None}           # the facts, made up
     _claims.CLAIMS["linear"][:] = [(t, lambda L, R: None) for t, _ in _claims.CLAIMS["linear"]]

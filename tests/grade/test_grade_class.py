@@ -15,7 +15,7 @@ import pytest
 from npformer.exercises import catalog
 from npformer.exercises.course import CourseError, load_course, write_course
 from npformer.exercises.gradebook import grade_class, gradescope_results, junit_xml
-from npformer.exercises.report import describe_run, ended
+from npformer.exercises.feedback import describe_run, ended
 from npformer.exercises.workspace import write_workspace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,7 +156,7 @@ def test_the_course_chooses_what_a_blocked_training_task_earns(tmp_path):
 def test_how_the_code_ended_is_said_in_plain_words():
     assert ended(-2) == "interrupted (Ctrl-C)"
     assert "CPU-time limit" in ended(-24) and "memory limit" in ended(-9)
-    exercise = catalog.find("softmax")
+    exercise = catalog.exercise_named("softmax")
     status, lines = describe_run(exercise, None, "timeout", ["step 1 of 1000"],
                                  "softmax_backward (t03_softmax.py:56)", 5)
     assert status == "failing" and "in softmax_backward (t03_softmax.py:56)" in lines[0]

@@ -38,7 +38,7 @@ def test_a_seeded_mistake_is_an_edit_that_applies_once():
     import tempfile
     with tempfile.TemporaryDirectory() as folder:
         key = write_workspace(os.path.join(folder, "key"), only=["softmax"], solutions=True)
-        found = seeded_mistakes(key, catalog.find("softmax"))
+        found = seeded_mistakes(key, catalog.exercise_named("softmax"))
         assert found and all(name == "t03_softmax.py" for name, _ in found)
         text = Path(key.path("t03_softmax.py")).read_text()
         assert all(text.count(old) == 1 and old != new for _, edits in found for old, new in edits)

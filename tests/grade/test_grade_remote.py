@@ -153,7 +153,7 @@ def _forge():
                 _f.write(text)
         except OSError:                                   # nothing is writable in the sandbox
             pass
-    import npformer.exercises.verdict as _j, npformer.exercises.session as _s, npformer.exercises.report as _p
+    import npformer.exercises.verdict as _j, npformer.exercises.session as _s, npformer.exercises.feedback as _p
     _fake = lambda *a, **k: dict(_FORGED)                 # the grader's functions, in its own process
     _j.judge_exercise = _s.judge_in = _fake
     _p.describe_run = lambda *a, **k: ("done", [])
@@ -210,7 +210,7 @@ def test_the_training_verdict_is_counted_by_the_judge_with_its_own_decoder():
     """The judging half of the training claim loads the weights the learner's process sent into
     npformer's own decoder and answers the held-out prompts itself: weights of an untrained
     model fail, weights of another shape, dtype or with NaN are no verdict of done."""
-    from npformer.exercises.claims import ClaimFailed
+    from npformer.exercises.claim_verdicts import ClaimFailed
     from npformer.specs.training import _model, _tokens_and_lengths, judge_reverse
     import npformer
     _, tokenizer, source = _tokens_and_lengths(npformer)

@@ -10,8 +10,8 @@ import pytest
 
 from npformer.exercises import catalog, channel
 from npformer.exercises.learner_proxy import LearnerProxy, RemoteSubject, Stopped
-from npformer.exercises.report import describe_run
-from npformer.exercises.report import missing
+from npformer.exercises.feedback import describe_run
+from npformer.exercises.feedback import missing
 from npformer.exercises.verdict import judge_exercise
 from npformer.specs.example import Example
 from npformer.testing.cases import CASES
@@ -33,7 +33,7 @@ def _proxy(name, answers, seconds=30.0):
     for answer in answers:
         os.write(replies_write, channel.pack(answer))
     os.close(replies_write)
-    proxy = LearnerProxy(catalog.find(name), questions, replies, time.monotonic() + seconds)
+    proxy = LearnerProxy(catalog.exercise_named(name), questions, replies, time.monotonic() + seconds)
     proxy.keep = questions_read                       # open, so that sending does not fail
     return proxy
 
@@ -42,17 +42,17 @@ def _proxy(name, answers, seconds=30.0):
 def test_an_empty_judgement_is_not_done(name):
     """A process that answers nothing the judge asked for (every body `return None` and a first
     message that says it cannot serve) leaves every listed check unrun: failing, not done."""
-    exercise = catalog.find(name)
+    exercise = catalog.exercise_named(name)
     empty = {"exercise": name, "checks": [], "claims": [], "error": None, "refused": []}
     unrun = missing(exercise, empty)
     assert len(unrun) == len(exercise.components) + sum(len(s) for _, s in exercise.checks) + \
-        len(__import__("npformer.exercises.claims", fromlist=["of"]).of(name))
+        len(__import__("npformer.exercises.claim_verdicts", fromlist=["claims_of"]).claims_of(name))
     status, lines = describe_run(exercise, empty, 0, [], None, 60.0)
     assert status == "failing" and "not every check ran" in lines[0], lines
 
 
 def test_the_answer_key_leaves_no_listed_check_unrun():
-    exercise = catalog.find("softmax")
+    exercise = catalog.exercise_named("softmax")
     result = judge_exercise(exercise, Patched())
     assert missing(exercise, result) == [] and describe_run(exercise, result, 0, [], None, 60.0)[0] == "done"
 
@@ -77,7 +77,7 @@ def test_a_process_that_stops_answering_is_late_not_waited_for():
     replies, replies_write = os.pipe()
     os.write(replies_write, channel.pack({"values": {}})[:12])      # a message begun, never finished
     began = time.monotonic()
-    proxy = LearnerProxy(catalog.find("softmax"), questions, replies, time.monotonic() + 0.5)
+    proxy = LearnerProxy(catalog.exercise_named("softmax"), questions, replies, time.monotonic() + 0.5)
     with pytest.raises(Stopped, match="did not answer"):
         proxy.ask("result")
     assert time.monotonic() - began < 5
@@ -95,7 +95,7 @@ def test_the_tolerance_is_the_judges_whatever_dtype_the_code_returns():
 
     def backward(d_out, cache):
         return right_backward(d_out, cache) * 1.005
-    result = judge_exercise(catalog.find("softmax"), Patched({SOFTMAX_FORWARD: forward, SOFTMAX_BACKWARD: backward}))
+    result = judge_exercise(catalog.exercise_named("softmax"), Patched({SOFTMAX_FORWARD: forward, SOFTMAX_BACKWARD: backward}))
     assert any(not c["ok"] for c in result["checks"]), result["checks"]
 
 
@@ -149,10 +149,10 @@ def _in_process(name, tamper):
     """A proxy whose questions are answered by the learner's request handler (with npformer's
     own code in place) in this process, each answer passed through ``tamper`` and the channel."""
     from npformer.exercises.learner_process import _Server
-    server = _Server(catalog.find(name))
+    server = _Server(catalog.exercise_named(name))
     handlers = {"result": server.result, "output": server.output, "gradients": server.gradients,
                 "case": server.case, "claim": server.claim}
-    proxy = LearnerProxy(catalog.find(name), -1, -1)
+    proxy = LearnerProxy(catalog.exercise_named(name), -1, -1)
 
     def ask(op, **fields):
         answer = handlers[op](channel.unpack(channel.pack({"op": op, **fields})[8:]))
@@ -188,7 +188,7 @@ def test_answers_tampered_with_are_failing_and_never_the_graders_failure(name, h
     nothing at all), the judge ends with a verdict of failing: no exception of its own (which
     would be reported as the grader's failure), never done."""
     monkeypatch.setenv("NPFORMER_GRADE_EXAMPLES", "3")
-    exercise = catalog.find(name)
+    exercise = catalog.exercise_named(name)
     right = judge_exercise(exercise, _in_process(name, lambda op, answer: answer))
     assert describe_run(exercise, right, 0, [], None, 60.0)[0] == "done"
     try:
@@ -206,7 +206,7 @@ def test_the_judging_code_does_not_know_the_walls():
     import npformer
     package = Path(npformer.__file__).parent
     judging = list((package / "testing").rglob("*.py")) + [package / "exercises" / f"{name}.py" for name in
-                                                         ("verdict", "learner_proxy", "claims", "report")]
+                                                         ("verdict", "learner_proxy", "claim_verdicts", "feedback")]
     for path in judging:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]

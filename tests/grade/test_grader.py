@@ -97,7 +97,7 @@ def test_every_catalogued_mistake_is_named_as_itself(exercise, part, fewer_draws
     mistakes = [m for m in mistakes if sampled(m) == (part == "sample")]
     wrong = {}
     for mistake in mistakes:
-        result = judge_exercise(catalog.find(exercise), Patched(mistake.patches()))
+        result = judge_exercise(catalog.exercise_named(exercise), Patched(mistake.patches()))
         if not failing(result) or named(result) != {mistake.name}:
             wrong[mistake.name] = sorted(named(result)) if failing(result) else "graded done"
     assert not wrong, wrong
@@ -275,7 +275,7 @@ def _body_lines(function):
 
 @pytest.mark.parametrize("exercise", [e.name for e in catalog.EXERCISES if e.functions(True)])
 def test_the_checks_of_an_exercise_reach_every_line_of_its_answer(exercise):
-    exercise = catalog.find(exercise)
+    exercise = catalog.exercise_named(exercise)
     functions = {path: reference(f"npformer.{path}") for path in exercise.paths(forward=True)}
     codes = {code: path for path, f in functions.items() for code in _codes(f.__code__)}
     reached = {path: set() for path in functions}
@@ -320,7 +320,7 @@ def test_a_wrong_softmax_blames_the_softmax_only(tmp_path):
     lines = []
     outcomes = {o.exercise.name: o for o in grade(workspace.directory, out=lines.append, say=_quiet)}
     assert outcomes.pop("softmax").status == "failing"
-    softmax = catalog.find("softmax")
+    softmax = catalog.exercise_named("softmax")
     assert outcomes.pop("train").lines == [f"blocked by {softmax.label} (failing)"]
     assert {name: o.status for name, o in outcomes.items() if o.status != "done"} == {}
     report = "\n".join(lines)
@@ -337,7 +337,7 @@ def test_next_names_the_function_that_holds_the_named_mistake(tmp_path):
     lines = []
     outcome, = grade(workspace.directory, out=lines.append, say=_quiet)
     assert outcome.status == "failing"
-    assert lines[-1] == f"next: RMSNorm.backward in t08_norm.py (exercise {catalog.find('norm').label})"
+    assert lines[-1] == f"next: RMSNorm.backward in t08_norm.py (exercise {catalog.exercise_named('norm').label})"
 
 
 def test_next_names_the_function_of_the_failing_check_when_no_mistake_is_named(tmp_path):
@@ -349,7 +349,7 @@ def test_next_names_the_function_of_the_failing_check_when_no_mistake_is_named(t
     lines = []
     outcome, = grade(workspace.directory, out=lines.append, say=_quiet)
     assert outcome.status == "failing" and "the mistake" not in "\n".join(lines)
-    assert lines[-1] == f"next: gelu_tanh_backward in t06_activations.py (exercise {catalog.find('activations').label})"
+    assert lines[-1] == f"next: gelu_tanh_backward in t06_activations.py (exercise {catalog.exercise_named('activations').label})"
 
 
 def test_an_endless_loop_is_stopped_and_located(tmp_path):

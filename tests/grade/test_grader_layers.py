@@ -9,12 +9,12 @@ from npformer.exercises import catalog
 from npformer.exercises.verdict import judge_component
 from npformer.testing.computation import Patched
 from npformer.testing import mistakes
-from npformer.testing.components import LAYERS, find
+from npformer.testing.components import LAYERS, component_named
 from npformer.testing.conformance import Checker
 from npformer.testing.patching import edited
 from npformer.testing.subject import Subject
 from npformer.specs.draw import weights_of
-from npformer.specs.layered import every, weight_names
+from npformer.specs.layered import all_parameters, weight_names
 from npformer.specs.t09_block import build_prenorm
 
 
@@ -28,7 +28,7 @@ def fewer_draws(monkeypatch):
 
 @pytest.mark.parametrize("name", sorted(LAYERS))
 def test_npformers_own_layers_pass_on_drawn_inputs(name):
-    component = find(name)
+    component = component_named(name)
     checks = Checker(Subject(component, *component.reference_pair(), name="yours")).run(12, 0)
     assert all(c.failure is None for c in checks), [c.failure.message for c in checks if c.failure]
     compared = [c for c in checks if c.kind in ("output", "gradient")]
@@ -36,15 +36,15 @@ def test_npformers_own_layers_pass_on_drawn_inputs(name):
 
 
 def test_the_four_exercises_list_their_layers():
-    assert catalog.find("moe").components == ("moe",)
-    assert catalog.find("block").components == ("prenorm_block", "postnorm_block")
-    assert catalog.find("model").components == ("decoder_lm",)
-    assert catalog.find("seq2seq").components == ("seq2seq_block", "seq2seq_decoder")
+    assert catalog.exercise_named("moe").components == ("moe",)
+    assert catalog.exercise_named("block").components == ("prenorm_block", "postnorm_block")
+    assert catalog.exercise_named("model").components == ("decoder_lm",)
+    assert catalog.exercise_named("seq2seq").components == ("seq2seq_block", "seq2seq_decoder")
 
 
 # -- what is drawn -----------------------------------------------------------------------------------
 @settings(max_examples=15, deadline=None, derandomize=True)
-@given(find("prenorm_block").draw)
+@given(component_named("prenorm_block").draw)
 def test_a_drawn_block_input_has_no_constant_row(example):
     x = example.args[0]
     assert x.shape[-1] >= 3                        # LayerNorm of 2 features is constant in x
@@ -53,7 +53,7 @@ def test_a_drawn_block_input_has_no_constant_row(example):
 
 
 @settings(max_examples=15, deadline=None, derandomize=True)
-@given(find("moe").draw)
+@given(component_named("moe").draw)
 def test_a_drawn_moe_input_has_no_routing_tie(example):
     x, router = example.args[0], example.args[1]
     k, E = example.options["top_k"], example.options["n_experts"]
@@ -67,7 +67,7 @@ def test_a_drawn_moe_input_has_no_routing_tie(example):
 def test_the_simplest_weights_are_all_one_eighth_and_named_as_the_module_names_them():
     recipe = {"n_heads": 1, "ffn_hidden": 1, "norm": "rmsnorm", "ffn": "relu"}
     from hypothesis import strategies as st
-    named = weight_names(build_prenorm, every, 3, recipe)
+    named = weight_names(build_prenorm, all_parameters, 3, recipe)
     names, weights = find_simplest(st.composite(lambda draw: weights_of(draw, named))())
     assert names == ("norm1.gamma", "attn.qkv.weight", "attn.out.weight", "norm2.gamma",
                      "ffn.up.weight", "ffn.up.bias", "ffn.down.weight", "ffn.down.bias")
@@ -83,9 +83,9 @@ def find_simplest(strategy):
 # -- seeded mistakes ---------------------------------------------------------------------------------
 def _judged(component, path, old, new, exercise):
     patches = {"npformer." + path: edited("npformer." + path, old, new)}
-    candidates = mistakes.of_functions(catalog.find(exercise).paths(forward=True))
+    candidates = mistakes.of_functions(catalog.exercise_named(exercise).paths(forward=True))
     checks = judge_component(component, Patched(patches), candidates)
-    mistakes.settle([c.failure for c in checks if c.failure is not None and c.kind != "property"])
+    mistakes.agreeing_mistakes([c.failure for c in checks if c.failure is not None and c.kind != "property"])
     return {c.name: c.failure for c in checks if c.failure is not None}
 
 

@@ -30,7 +30,7 @@ def messages(result):
 
 def judged(key, exercise, file, qualname, body, tmp_path):
     source = with_body(Path(key.path(file)).read_text(), qualname, body)
-    return judge_source(key, catalog.find(exercise), file, source, tmp_path)
+    return judge_source(key, catalog.exercise_named(exercise), file, source, tmp_path)
 
 
 # -- the rule itself, on numbers one can check by hand ------------------------------------------------
@@ -179,7 +179,7 @@ def test_a_flash_backward_with_query_positions_from_zero_is_not_done(key, tmp_pa
 
 def test_the_answer_keys_flash_and_norm_stay_done(key, tmp_path, fewer_draws):
     for exercise, file in (("flash", "t18_flash_attention.py"), ("norm", "t08_norm.py")):
-        result = judge_source(key, catalog.find(exercise), file, Path(key.path(file)).read_text(), tmp_path)
+        result = judge_source(key, catalog.exercise_named(exercise), file, Path(key.path(file)).read_text(), tmp_path)
         assert not failing(result), failing(result)[:2]
         assert any(c.get("component") and c["check"] == protocol.RULE for c in result["checks"])
 
@@ -193,7 +193,7 @@ def test_two_adamw_mistakes_in_one_function_get_each_ones_hint(key, tmp_path, fe
                      ("data = data - lr * weight_decay * data", "data = data - weight_decay * data")):
         assert source.count(old) == 1
         source = source.replace(old, new)
-    result = judge_source(key, catalog.find("optim"), file, source, tmp_path)
+    result = judge_source(key, catalog.exercise_named("optim"), file, source, tmp_path)
     wrong = [c for c in failing(result) if c.get("kind") == "output"]
     assert wrong
     says = {m.name: m.says for m in CATALOGUE}
@@ -209,7 +209,7 @@ def _moe(key, tmp_path, old, new):
     file = "t14_moe.py"
     source = Path(key.path(file)).read_text()
     assert source.count(old) == 1
-    return judge_source(key, catalog.find("moe"), file, source.replace(old, new), tmp_path)
+    return judge_source(key, catalog.exercise_named("moe"), file, source.replace(old, new), tmp_path)
 
 
 def test_a_moe_backward_without_the_routers_gradient_from_the_outputs_is_diagnosed(key, tmp_path):
@@ -231,11 +231,11 @@ def test_a_moe_backward_whose_aux_gradient_reaches_padding_is_named(key, tmp_pat
 
 def test_the_answer_keys_moe_stays_done_on_every_seed(key, tmp_path):
     from npformer.exercises.verdict import EXTRA_SEEDS
-    result = judge_source(key, catalog.find("moe"), "t14_moe.py", Path(key.path("t14_moe.py")).read_text(),
+    result = judge_source(key, catalog.exercise_named("moe"), "t14_moe.py", Path(key.path("t14_moe.py")).read_text(),
                           tmp_path)
     assert not failing(result)
-    fixed = sum(len(sizes) for _, sizes in catalog.find("moe").checks)
+    fixed = sum(len(sizes) for _, sizes in catalog.exercise_named("moe").checks)
     # more seeds per case only for an exercise without drawn inputs; MoE has them now
-    extra = 0 if catalog.find("moe").components else len(EXTRA_SEEDS)
-    assert catalog.find("moe").components
+    extra = 0 if catalog.exercise_named("moe").components else len(EXTRA_SEEDS)
+    assert catalog.exercise_named("moe").components
     assert len([c for c in result["checks"] if "case" in c]) == fixed * (1 + extra)

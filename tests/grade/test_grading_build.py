@@ -120,7 +120,7 @@ def test_the_compiled_bodies_of_the_other_exercises_run_and_the_graded_one_stays
     """Graded: attention. Before, softmax is a stub too; after, softmax runs npformer's own body
     (each gradient row sums to 0, as a softmax's must: a shift of the scores changes nothing) and
     attention is still a stub."""
-    attention = catalog.find("attention").functions(forward=True)     # a --forward workspace
+    attention = catalog.exercise_named("attention").functions(forward=True)     # a --forward workspace
     blob = tmp_path / "deps"
     blob.write_bytes(dependencies(attention))
     program = PROGRAM.replace("BUILD", repr(shared_build())).replace("BLOB", repr(str(blob)))

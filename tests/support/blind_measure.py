@@ -122,10 +122,10 @@ def judge(entry):
 
     from npformer.exercises import catalog
     from npformer.exercises.grader import Outcome, _failing_function, _named_function
-    from npformer.exercises.report import describe_run, format_outcome
+    from npformer.exercises.feedback import describe_run, format_outcome
     from npformer.exercises.verdict import judge_exercise
     from npformer.testing.computation import Patched
-    exercise = catalog.find(entry["exercise"])
+    exercise = catalog.exercise_named(entry["exercise"])
     forward = entry["spec"] not in exercise.backward
     start = time.process_time()
     with warnings.catch_warnings(), np.errstate(all="ignore"):

@@ -19,7 +19,7 @@ from npformer.exercises.workspace import load_workspace
 
 def judged(directory, name, timeout=120.0, examples="4", isolation=None):
     """The judge's reply for exercise ``name`` of the workspace in ``directory``."""
-    workspace, exercise = load_workspace(directory), catalog.find(name)
+    workspace, exercise = load_workspace(directory), catalog.exercise_named(name)
     together = bool(exercise.builds_on)
     specs = specs_to_judge(workspace, exercise, together)
     os.environ["NPFORMER_GRADE_EXAMPLES"] = examples

@@ -4,7 +4,7 @@
     python tests/support/report_lengths.py [--sets heldout5,...] [--jobs 1] [--out FILE.json]
 
 Prints the longest reports (lines and bytes) and the distribution; ``--out`` keeps every
-entry's line and byte count. A report is one exercise's text (``report.format_outcome``).
+entry's line and byte count. A report is one exercise's text (``feedback.format_outcome``).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _report(entry):
     from npformer.exercises.verdict import judge_exercise
     from npformer.testing.computation import Patched
     from npformer.exercises.learner import learner_functions
-    from npformer.exercises.report import describe_run, format_outcome
+    from npformer.exercises.feedback import describe_run, format_outcome
     folder, kind, item = entry
     key = measure._key()
     exercise = catalog.holding(f"{item['file']}:{item['function']}")

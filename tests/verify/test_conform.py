@@ -10,7 +10,7 @@ import pytest
 import npformer
 from npformer.cli import main
 from npformer.testing import COMPONENTS, ConformanceError, conform
-from npformer.testing.components import find
+from npformer.testing.components import component_named
 from npformer.specs.t13_kv_cache import decode_step
 from npformer.testing.strategies import Example
 from npformer.testing.subject import Subject
@@ -22,7 +22,7 @@ EXAMPLES = 25
 @pytest.mark.parametrize("track", ["plain", "fast"])
 @pytest.mark.parametrize("name", sorted(COMPONENTS))
 def test_npformers_own_functions_conform(name, track):
-    component = find(name)
+    component = component_named(name)
     forward, backward = component.reference_pair()
     if name == "kv_decode":
         forward, backward = decode_step, None
@@ -95,7 +95,7 @@ def test_gqa_heads_mapped_wrongly_fail():
 
 
 def test_rope_with_the_wrong_pairing_fails():
-    reference, _ = find("rope").reference_pair()
+    reference, _ = component_named("rope").reference_pair()
 
     def interleaved_always(x, positions, base=10000.0, layout="half"):
         return reference(x, positions, base, "interleaved")[0]
@@ -105,7 +105,7 @@ def test_rope_with_the_wrong_pairing_fails():
 
 
 def test_layernorm_with_a_biased_variance_in_the_backward_fails():
-    forward, backward = find("layernorm").reference_pair()
+    forward, backward = component_named("layernorm").reference_pair()
 
     def unbiased_backward(d_out, cache):
         xhat, gamma = cache.xhat, cache.gamma
@@ -132,7 +132,7 @@ def test_cross_entropy_counting_ignored_targets_fails():
 
 
 def test_a_catalogued_mistake_is_named():
-    forward, _ = find("softmax").reference_pair()
+    forward, _ = component_named("softmax").reference_pair()
 
     def diagonal_only(d_out, cache):
         return cache.y * (1 - cache.y) * d_out
@@ -143,7 +143,7 @@ def test_a_catalogued_mistake_is_named():
 
 
 def test_a_vjp_is_accepted_and_raise_if_failed_reports():
-    forward, backward = find("linear").reference_pair()
+    forward, backward = component_named("linear").reference_pair()
 
     def vjp(inputs, d_out):
         _, cache = forward(*[inputs[n] for n in ("x", "weight", "bias") if n in inputs])
@@ -190,7 +190,7 @@ def test_options_a_function_does_not_take_are_left_at_their_defaults():
 
 
 def test_a_convention_and_a_mistake_at_once_name_each_as_what_it_is():
-    forward, _ = find("softmax").reference_pair()
+    forward, _ = component_named("softmax").reference_pair()
 
     def finite_fill(x, axis=-1, mask=None):          # -1e9 where a masked score should be -inf
         return forward(x if mask is None else np.where(mask, x, -1e9), axis)
@@ -227,7 +227,7 @@ def test_a_finite_mask_fill_is_a_convention_on_a_forward_alone():
 
 
 def test_every_check_runs_on_every_example_after_a_failure():
-    forward, _ = find("softmax").reference_pair()
+    forward, _ = component_named("softmax").reference_pair()
     report = conform("softmax", forward, lambda d_out, cache: cache.y * d_out, examples=EXAMPLES)
     output = next(c for c in report.checks if c.name == "output")
     assert output.passed and output.examples >= EXAMPLES

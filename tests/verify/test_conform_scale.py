@@ -15,7 +15,7 @@ import pytest
 from npformer.testing import conform
 from npformer.testing.compare import SCALE_FLOOR, compare_tensor
 from npformer.testing.module_parts import PartCheck, note
-from npformer.testing.module_report import TensorCheck, compare_tensors
+from npformer.testing.module_report import ComparedTensor, compare_tensors
 from npformer.testing.modules import conform_module
 
 pytest.importorskip("hypothesis")
@@ -197,7 +197,7 @@ def test_a_block_whose_key_bias_gradient_is_rounding_noise_conforms():
 
 # -- blaming the joining only beyond the parts' rounding ---------------------------------------------
 def _part(name, error):
-    return PartCheck(name, name, TensorCheck("output", "output", error, (0,), 0.0, 0.0))
+    return PartCheck(name, name, ComparedTensor("output", "output", error, (0,), 0.0, 0.0))
 
 
 def test_the_joining_is_blamed_only_beyond_what_the_parts_rounding_explains():

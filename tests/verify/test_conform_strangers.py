@@ -1243,13 +1243,13 @@ def test_a_grouped_query_block_is_judged_as_grouped(name):
     # H = 2 query heads sharing H_kv = 1 key/value head: the reference must build the block
     # the weights are for (a draw of eight examples may not reach one), and agree with the
     # stranger's block there
-    from npformer.specs.layered import every, weight_names
+    from npformer.specs.layered import all_parameters, weight_names
     from npformer.specs.t09_block import build_postnorm, build_prenorm
     recipe = dict(n_heads=2, n_kv_heads=1, norm="layernorm", ffn="gelu", ffn_hidden=3, ffn_bias=True,
                   attn_bias=False, causal=True)
     build = build_prenorm if name == "prenorm_block" else build_postnorm
     g = np.random.default_rng(5)
-    shapes = [shape for _, shape in weight_names(build, every, 4, recipe)]
+    shapes = [shape for _, shape in weight_names(build, all_parameters, 4, recipe)]
     assert (4, 8) in shapes              # the fused projection: q 4 wide, k and v one head of 2
     x, weights = g.standard_normal((2, 3, 4)), [g.standard_normal(s) for s in shapes]
     ours = LAYERS[name].reference_pair()[0](x, *weights, **recipe)[0]

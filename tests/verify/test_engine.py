@@ -183,8 +183,8 @@ def test_replayed_draws_are_the_examples_hypothesis_draws_for_the_seed():
     """A component's drawn examples, taken from memory the second time, are the ones hypothesis
     itself draws for that seed, even when the code that first saw them wrote into them."""
     from npformer.testing import search
-    from npformer.testing.components import find
-    strategy = find("attention").draw
+    from npformer.testing.components import component_named
+    strategy = component_named("attention").draw
     search._DRAWN.clear()
     drawn = []
     search.explore(strategy, lambda e: drawn.append(e.fresh()), 12, 3)            # hypothesis alone

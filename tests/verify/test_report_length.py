@@ -8,7 +8,7 @@ from npformer.exercises import catalog
 from npformer.exercises.grader import Outcome
 from npformer.exercises.verdict import judge_exercise
 from npformer.testing.computation import Patched
-from npformer.exercises.report import REPORT_BYTES, REPORT_LINES, describe_run, format_outcome
+from npformer.exercises.feedback import REPORT_BYTES, REPORT_LINES, describe_run, format_outcome
 from npformer.specs.example import Example
 from npformer.testing.patching import edited
 
@@ -34,7 +34,7 @@ def _raising(n=30):
 
 
 def test_one_error_is_said_once_with_the_checks_it_shows_in():
-    status, lines = describe_run(catalog.find("model"), _raising(), 0, [], None, 120.0)
+    status, lines = describe_run(catalog.exercise_named("model"), _raising(), 0, [], None, 120.0)
     text = "\n".join(lines)
     assert status == "failing"
     assert text.count("your code raised ValueError") == 1, text      # the case's sizes differ: one error
@@ -45,7 +45,7 @@ def test_one_error_is_said_once_with_the_checks_it_shows_in():
 
 
 def test_a_report_is_a_screenful_and_keeps_its_closing_count():
-    exercise = catalog.find("model")
+    exercise = catalog.exercise_named("model")
     lines = [f"finding {i}: " + "x" * 150 for i in range(400)] + ["3 of 36 checks pass; 0 of 2 claims hold",
                                                                   "your code printed:", "  hello"]
     text = format_outcome(Outcome(exercise, "failing", lines))
@@ -67,7 +67,7 @@ def test_the_mistake_is_what_a_learner_reads_first():
     named = {"component": "softmax", "check": "output", "kind": "output", "ok": False, "examples": 40,
              "message": "output: relative error 1", "mistake": mistake, "diagnoses": [],
              "example": "x = float64 array of shape (2,), every entry 0.125"}
-    status, lines = describe_run(catalog.find("softmax"), {"checks": [error, named], "claims": []}, 0, [], None, 1.0)
+    status, lines = describe_run(catalog.exercise_named("softmax"), {"checks": [error, named], "claims": []}, 0, [], None, 1.0)
     assert lines[0] == "the mistake, in softmax_backward: only the diagonal"
     assert lines.index("  smallest example:") < next(i for i, line in enumerate(lines) if "raised" in line)
 
@@ -77,7 +77,7 @@ def test_a_mistake_that_raises_in_a_whole_model_gives_a_short_report():
     # fixed case and both claims raise; the report said it 2,884 lines long before it was grouped
     path = "npformer.t10_model.DecoderLM.backward"
     wrong = edited(path, "d_x = self.norm.backward(d_h, cache.norm)", "d_x = self.norm.backward(d_h.T, cache.norm)")
-    exercise = catalog.find("model")
+    exercise = catalog.exercise_named("model")
     result = judge_exercise(exercise, Patched({path: wrong}))
     status, lines = describe_run(exercise, result, 0, [], None, 120.0)
     text = format_outcome(Outcome(exercise, status, lines))

@@ -6,4 +6,4 @@
 one that computes the same numbers. The mistakes are data (``registry``): one JSON file per
 concept file, beside its spec (``npformer/specs/t05_rope.json``).
 """
-from .registry import CATALOGUE, Mistake, of_functions, pairs, settle  # noqa: F401
+from .registry import CATALOGUE, Mistake, of_functions, pairs, agreeing_mistakes  # noqa: F401

@@ -119,7 +119,7 @@ def of_functions(functions):
     return [m for m in CATALOGUE if m.function in wanted]
 
 
-def settle(failures):
+def agreeing_mistakes(failures):
     """Choose each failure's mistake so the failures agree: several mistakes may fit one check
     (assigning and fancy-index adding give the same rows after one backward pass), and the one
     that fits every failing check of the same function is the one to name. ``failures``: records

@@ -3,7 +3,7 @@
 A claim is a fact the tutorial (or mathematics) states about what a learner builds, checked on
 their package: ``check(learner, reference) -> detail or None``, raising ``ClaimFailed``. Each
 is declared in the spec of its concept (``npformer.specs``, ``spec.claim``); its assertions are
-``npformer.specs.claims``'s. ``of(name)`` lists ``(text, check)`` for one exercise.
+``npformer.specs.claims``'s. ``claims_of(name)`` lists ``(text, check)`` for one exercise.
 
 The code under test runs a claim's program and hands back arrays (``computation.ClaimRun``);
 ``decide(check, theirs, ours)`` is the verdict, made in the judge from those arrays and from the
@@ -27,7 +27,7 @@ from ..specs.claims import ClaimFailed  # noqa: F401
 SAID = "said by your code, not verified"
 
 
-def of(name):
+def claims_of(name):
     """The claims of exercise ``name``, in order."""
     return list(CLAIMS.get(name, []))
 

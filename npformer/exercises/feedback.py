@@ -13,7 +13,7 @@ import os
 import re
 import textwrap
 
-from . import claims
+from . import claim_verdicts
 from .safe_text import one_line
 
 WIDTH = 100
@@ -195,7 +195,7 @@ def missing(exercise, result):
     ran |= {c.get("claim") for c in claimed}
     wanted = [(name, "output") for name in exercise.components]
     wanted += [(case, size) for case, sizes in exercise.checks for size in sizes]
-    wanted += [text for text, _ in claims.of(exercise.name)]
+    wanted += [text for text, _ in claim_verdicts.claims_of(exercise.name)]
     return [w for w in wanted if w not in ran]
 
 
