@@ -82,8 +82,11 @@ def forward_hint(comment):
     text = comment.strip()
     if not text.startswith("# forward:"):
         return None
-    statement = re.sub(r" \([^()]*\)$", "", text[len("# forward:"):].rstrip(".; "))   # a closing remark
-    return "# forward:" + re.split(r"(?<=\S)[.;] |, so |: ", statement)[0].rstrip(".;")
+    # a full stop ends the statement, an ellipsis does not ("x = ... + P[positions]")
+    statement = re.sub(r"(?<=[^.])\.$", "", text[len("# forward:"):].rstrip("; "))
+    statement = re.sub(r" \([^()]*\)$", "", statement)                  # a closing remark
+    statement = re.split(r"(?<=[^\s.])[.;] |, so |: ", statement)[0]
+    return "# forward:" + re.sub(r"(?<=[^.])[.;]$", "", statement)
 
 
 def _kept_comments(lines, hints):

@@ -103,6 +103,20 @@ def test_hint_tiers(tmp_path):
         assert "xhat = (x - mean) * rstd" in norm[tier]
 
 
+def test_every_forward_hint_is_a_whole_statement(tmp_path):
+    """A hint names the forward line a backward step undoes; cut at an ellipsis it read
+    "# forward: x = " (the embeddings' backward)."""
+    import re
+    handed = write_workspace(tmp_path / "ws")
+    hints = [line.strip() for name in handed.files for line in _read(handed, name).splitlines()
+             if line.strip().startswith("# forward:")]
+    assert len(hints) > 20
+    for hint in hints:
+        statement = hint[len("# forward:"):].strip()
+        assert statement and not re.search(r"[=+*/(,-]$", statement), hint
+    assert "# forward: x = ... + P[positions]" in hints and "# forward: x = scale * E[ids] + ..." in hints
+
+
 def test_no_hint_tier_gives_the_answer_away(tmp_path):
     """No line of a body the learner writes appears in the shapes tier (the default)."""
     key = write_workspace(tmp_path / "key", solutions=True)
