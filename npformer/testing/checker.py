@@ -22,7 +22,7 @@ from ..specs.facts import precision as property_precision
 from .report import CheckResult, Failure
 from .scope import OutOfScope, Scope
 from .search import explore
-from .structure import candidates as structural
+from .structure import candidates as structural, on_convention
 from .subject import Subject, _same_value, describe_error
 
 VACUOUS_WITHOUT = {"no_fully_masked": ("no readable key", "nothing readable")}   # property texts
@@ -58,7 +58,9 @@ class Checker:
         # catalogued mistakes apply under it too (where it is not, they change nothing)
         functions = self.component.functions if variant is None else self.concept_functions()
         self.candidates, self.stale = applicable(mistakes.of_functions(functions))
-        self.deferred = structural(functions)
+        self.deferred = structural(functions) if variant is None or variant[1] is None else \
+            [c for path in [f for f in self.component.functions if f.endswith("backward")][:1]
+             for c in on_convention(path, variant[1])]          # the component's own backward
         scope = subject.scope or Scope()
         corners = (scope.fit(self.component.name, scope.pin(c))
                    for c in strategies.corner_examples(self.component.name))

@@ -123,6 +123,8 @@ def matching_mistakes(checker, examples, outputs_only=False, two=False, candidat
         return [(kept, None if kept else error) for kept, (_, error) in zip(outputs, found)]
 
     def compute(patches):
+        if callable(patches):           # the reference rebuilt, its own backward changed
+            return results(patches(checker.reference))
         with patched(patches):
             return results(checker.reference)
     return matching(checker.candidates if candidates is None else candidates, compute, results(checker.subject),

@@ -14,6 +14,7 @@ what structure cannot say: a term missing inside a formula, a wrong axis, a forw
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import inspect
 import itertools
@@ -196,6 +197,20 @@ def of_function(path):
                              f"backward pass) must receive both gradients", "p.grad += ... for every parameter",
                              _assigned(params)) for what, params in _parameter_sets(owner)]
     return found
+
+
+def on_convention(path, backward):
+    """[(Structural, rebuild)]: the changes of npformer's backward at ``path``, each made to
+    ``backward`` instead, a convention's own backward (eps after the root, a finite mask fill),
+    which patching npformer's functions never reaches. ``rebuild(reference)`` is the reference
+    subject with its backward so changed."""
+    def rebuild_with(change):
+        def rebuild(reference):
+            changed = copy.copy(reference)
+            changed.backward = lambda *args, **kwargs: change(backward, args, kwargs)
+            return changed
+        return rebuild
+    return [(mistake, rebuild_with(mistake.change)) for mistake in of_function(path)]
 
 
 def _parameter_sets(owner):

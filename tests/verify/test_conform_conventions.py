@@ -348,6 +348,7 @@ def bloom_alibi(slip=None):
 # == the table ===========================================================================================
 # id: (component, factory, its options, the convention the report must name, the slip, and what the
 # slip's report must show: the catalogued mistake it computes, or None when being caught is enough)
+SWAPPED = "attention_backward: d_q and d_k swapped"    # named from the backward's structure
 COMPONENT_CASES = {
     "annotated-layernorm": ("layernorm", annotated_layernorm, {},
                             {"variance": "unbiased", "eps": "outside sqrt"}, "no mean path", None),
@@ -361,13 +362,13 @@ COMPONENT_CASES = {
     "gemma-rmsnorm": ("rmsnorm", paper_rmsnorm, {"eps_outside": False, "one_plus": True},
                       {"gain": "1 + w"}, "no rms path", "rmsnorm-no-rms-path"),
     "masked-fill-attention": ("attention", filled_attention, {},
-                              {"fully_masked_row": "mean of values"}, "d_q and d_k returned swapped", None),
+                              {"fully_masked_row": "mean of values"}, "d_q and d_k returned swapped", SWAPPED),
     "finfo-min-attention": ("attention", filled_attention, {"fill": "additive finfo.min"},
                             {"mask": "additive finfo.min"}, "d_q and d_k returned swapped", None),
     "neg-inf-attention": ("attention", filled_attention, {"fill": "additive -inf"},
-                          {"fully_masked_row": "nan"}, "d_q and d_k returned swapped", None),
+                          {"fully_masked_row": "nan"}, "d_q and d_k returned swapped", SWAPPED),
     "t5-attention": ("attention", filled_attention, {"scaled": False},
-                     {"scale": "none", "fully_masked_row": "mean of values"}, "d_q and d_k returned swapped", None),
+                     {"scale": "none", "fully_masked_row": "mean of values"}, "d_q and d_k returned swapped", SWAPPED),
     "annotated-multi-head": ("multi_head_attention", annotated_multi_head, {},
                              {"fully_masked_row": "mean of values"}, "W_q's gradient from d_k", None),
     "folded-scale-multi-head": ("multi_head_attention", annotated_multi_head,
@@ -382,7 +383,8 @@ COMPONENT_CASES = {
     "torch-tanh-gelu": ("gelu", tanh_gelu, {}, {"approximate": "tanh"}, "half the derivative", None),
     "summed-cross-entropy": ("cross_entropy", summed_cross_entropy, {}, {"reduction": "sum"},
                              "ignored targets counted", None),
-    "bloom-alibi": ("alibi", bloom_alibi, {}, {"bias": "+ m j (the key's position)"}, "slope sign", None),
+    "bloom-alibi": ("alibi", bloom_alibi, {}, {"bias": "+ m j (the key's position)"}, "slope sign",
+                    "alibi_backward: d_slopes negated"),
 }
 # the catalogue's names for computing in the convention itself: a slip made in the convention is not
 # that "mistake" (the code's convention is no error of the slip's)
