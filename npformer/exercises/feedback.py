@@ -124,8 +124,8 @@ def _block(found, shown):
     where = _where(entries)
     if kind == "values":
         values = [line for line in lines if not line.startswith("diagnosis:")]
-        head = [f"{entries[0]['component']}, on one example: {len(values)} result"
-                f"{'s' * (len(values) > 1)} differ"]
+        head = [f"{entries[0]['component']}, on one example: "
+                + (f"{len(values)} results differ" if len(values) > 1 else "1 result differs")]
         body = values[:3] + ([f"and {len(values) - 3} more: {_listed(v.split(':')[0] for v in values[3:])}"]
                              if len(values) > 3 else []) + [line for line in lines if line.startswith("diagnosis:")]
         out = head + ["  " + line for line in body]

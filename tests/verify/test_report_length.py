@@ -83,3 +83,16 @@ def test_a_mistake_that_raises_in_a_whole_model_gives_a_short_report():
     text = format_outcome(Outcome(exercise, status, lines))
     assert status == "failing" and len(text.split("\n")) <= REPORT_LINES + 1, text
     assert text.count("LayerNorm.backward: d_out: expected shape") == 1, text
+
+
+def test_one_differing_result_is_said_in_the_singular():
+    """A softmax backward a little off inside the rows (each row still sums to 0, so no property
+    sees it): one result differs, and the report says so in the singular."""
+    def slightly_off(d_out, cache):
+        y, axis = cache.y, cache.axis
+        right = y * (d_out - np.sum(d_out * y, axis=axis, keepdims=True))
+        return right + 1e-3 * y * (y - np.sum(y * y, axis=axis, keepdims=True))
+    exercise = catalog.exercise_named("softmax")
+    result = judge_exercise(exercise, Patched({"npformer.t03_softmax.softmax_backward": slightly_off}))
+    status, lines = describe_run(exercise, result, 0, [], None, 1.0)
+    assert status == "failing" and "softmax, on one example: 1 result differs" in lines, lines
