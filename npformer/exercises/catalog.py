@@ -37,13 +37,13 @@ def exercise_named(name):
                      f"got {name!r}")
 
 
-def holding(spec):
-    """The exercise whose bodies include ``spec`` ("t03_softmax.py:softmax_backward"): where a
+def holding(address):
+    """The exercise whose bodies include ``address`` ("t03_softmax.py:softmax_backward"): where a
     mistake in that function belongs, whatever the exercises are called or numbered."""
     for exercise in EXERCISES:
-        if spec in exercise.backward + exercise.forward:
+        if address in exercise.backward + exercise.forward:
             return exercise
-    raise ValueError(f"spec: expected one of the exercises' functions (\"file.py:qualname\"); got {spec!r}")
+    raise ValueError(f"address: expected one of the exercises' functions (\"file.py:qualname\"); got {address!r}")
 
 
 def available(forward=False):

@@ -21,7 +21,7 @@ from .. import __version__
 from ..testing.needs import require_hypothesis
 from . import catalog
 from .grading_build import shared_build
-from .learner_process import specs_to_judge
+from .learner_process import addresses_to_judge
 from .feedback import describe_run, format_outcome, next_step, progress_table
 from .safe_text import shown
 from .walls.bubblewrap import TIMEOUT as DEFAULT_TIMEOUT
@@ -71,15 +71,15 @@ def read_submission(workspace):
     each exercise function's stub state. Nothing of the learner's runs here."""
     broken, states, sources = {}, {}, {}
     for name in workspace.files:
-        wanted = [spec for e in workspace.exercises for spec in e.functions(workspace.forward)
-                  if spec.startswith(name + ":")]
+        wanted = [address for e in workspace.exercises for address in e.functions(workspace.forward)
+                  if address.startswith(name + ":")]
         path = workspace.path(name)
         try:
             data = read_regular(path)
             source = data.decode("utf-8")
             compile(source, path, "exec", dont_inherit=True)
-            found = stub_state(source, [spec.split(":")[1] for spec in wanted])
-            states.update({spec: found[spec.split(":")[1]] for spec in wanted})
+            found = stub_state(source, [address.split(":")[1] for address in wanted])
+            states.update({address: found[address.split(":")[1]] for address in wanted})
             sources[name] = data
         except FileNotFoundError:
             broken[name] = f"{os.path.basename(name)} is missing from the workspace (copy it from a fresh workspace)"
@@ -108,8 +108,8 @@ def copied(submission, directory):
 def _first_stub(exercise, submission):
     """ "softmax_backward in t03_softmax.py": the first function of the exercise to write."""
     forward = submission.workspace.forward
-    specs = exercise.functions(forward)
-    todo = [s for s in specs if submission.states.get(s) != "written"] or list(specs)
+    addresses = exercise.functions(forward)
+    todo = [s for s in addresses if submission.states.get(s) != "written"] or list(addresses)
     if not todo:
         return ""
     file, qualname = todo[0].split(":")
@@ -122,8 +122,8 @@ def _named_function(exercise, result):
         return ""
     named = [c["mistake"]["function"] for c in result["checks"] + result["claims"]
              if not c["ok"] and c.get("mistake")]
-    for spec in exercise.functions(forward=True):
-        file, qualname = spec.split(":")
+    for address in exercise.functions(forward=True):
+        file, qualname = address.split(":")
         if named and qualname == named[0]:
             return f"{qualname} in {os.path.basename(file)}"
     return ""
@@ -138,9 +138,9 @@ def _failing_function(exercise, result, sources=None):
     if not result or result.get("import_failed"):
         return ""
     failing = [c for c in result["checks"] if not c["ok"]]
-    specs = exercise.functions(forward=True)
-    found = _drawn_function(failing, specs) or _raising_function(failing + [c for c in result["claims"]
-                                                                            if not c["ok"]], specs, sources) \
+    addresses = exercise.functions(forward=True)
+    found = _drawn_function(failing, addresses) or _raising_function(failing + [c for c in result["claims"]
+                                                                            if not c["ok"]], addresses, sources) \
         or _case_function(failing, exercise)
     if not found:
         return ""
@@ -148,7 +148,7 @@ def _failing_function(exercise, result, sources=None):
     return f"{qualname} in {os.path.basename(file)}"
 
 
-def _drawn_function(failing, specs):
+def _drawn_function(failing, addresses):
     from ..testing.components import component_named
     drawn = [c for c in failing if "component" in c]
     if not drawn:
@@ -158,37 +158,37 @@ def _drawn_function(failing, specs):
     except (KeyError, ValueError):
         return ""
     wanted = forward if drawn[0]["kind"] == "output" else backward
-    return next((spec for spec in specs if isinstance(wanted, str) and wanted == _path(spec)), "")
+    return next((address for address in addresses if isinstance(wanted, str) and wanted == _path(address)), "")
 
 
-def _path(spec):
-    file, qualname = spec.split(":")
+def _path(address):
+    file, qualname = address.split(":")
     return f"{file[:-3].replace('/', '.')}.{qualname}"
 
 
 RAISED_AT = re.compile(r"\(in ([\w.]+\.py):(\d+), (\w+)\)")
 
 
-def _raising_function(failing, specs, sources):
-    """The spec whose def holds the line an error names ("(in t10_model.py:250, backward)")."""
+def _raising_function(failing, addresses, sources):
+    """The address whose def holds the line an error names ("(in t10_model.py:250, backward)")."""
     import ast
     for entry in failing:
         said = RAISED_AT.search(str(entry.get("error") or entry.get("message") or entry.get("detail") or ""))
         if not said:
             continue
         file, line, name = said.group(1), int(said.group(2)), said.group(3)
-        here = [spec for spec in specs if os.path.basename(spec.split(":")[0]) == file]
+        here = [address for address in addresses if os.path.basename(address.split(":")[0]) == file]
         source = next((data for key, data in (sources or {}).items() if os.path.basename(key) == file), None)
         if source is not None:
             try:
                 tree = ast.parse(source)
             except (SyntaxError, ValueError):
                 tree = None
-            for spec in here if tree is not None else ():
-                node = functions_by_qualname(tree).get(spec.split(":")[1])
+            for address in here if tree is not None else ():
+                node = functions_by_qualname(tree).get(address.split(":")[1])
                 if node is not None and node.lineno <= line <= node.end_lineno:
-                    return spec
-        named = [spec for spec in here if spec.split(":")[1].rsplit(".", 1)[-1] == name]
+                    return address
+        named = [address for address in here if address.split(":")[1].rsplit(".", 1)[-1] == name]
         if len(named) == 1:
             return named[0]
     return ""
@@ -202,10 +202,10 @@ def _case_function(failing, exercise):
             continue
         base = entry["case"].split(" (")[0]
         output = any(t["name"].startswith("output") for t in entry.get("tensors") or [])
-        for spec in exercise.forward if output else exercise.backward:
-            qualname = spec.split(":")[1]
+        for address in exercise.forward if output else exercise.backward:
+            qualname = address.split(":")[1]
             if qualname.split(".")[0] == base or qualname.startswith(base + "_"):
-                return spec
+                return address
     return ""
 
 
@@ -217,13 +217,13 @@ def static_outcome(exercise, submission):
     for name in exercise.files(forward):
         if name in submission.broken:
             return Outcome(exercise, "failing", [submission.broken[name]], first=first)
-    if own and all(submission.states[spec] == "stub" for spec in own):
+    if own and all(submission.states[address] == "stub" for address in own):
         return Outcome(exercise, "not started", first=first)
-    missing = [spec for spec in own if submission.states[spec] == "missing"]
+    missing = [address for address in own if submission.states[address] == "missing"]
     if missing:
-        return Outcome(exercise, "failing", [f"{spec.split(':')[1]}: no such function in "
-                                             f"{os.path.basename(spec.split(':')[0])} (keep the names "
-                                             f"and signatures of the workspace)" for spec in missing],
+        return Outcome(exercise, "failing", [f"{address.split(':')[1]}: no such function in "
+                                             f"{os.path.basename(address.split(':')[0])} (keep the names "
+                                             f"and signatures of the workspace)" for address in missing],
                        first=first)
     return None
 
@@ -237,9 +237,9 @@ def blocked_by(exercise, outcomes):
     return "blocked by " + ", ".join(f"{o.exercise.label} ({o.status})" for o in waiting)
 
 
-def run_exercise(sandbox, workspace, exercise, timeout, together=False, say=None, limits=None, specs=None):
+def run_exercise(sandbox, workspace, exercise, timeout, together=False, say=None, limits=None, addresses=None):
     """(result dict or None, exit code or "timeout" or "judge failed", printed lines, where it
-    stopped), judged in ``sandbox`` (``session.Sandbox``) with the learner's ``specs`` (all the
+    stopped), judged in ``sandbox`` (``session.Sandbox``) with the learner's ``addresses`` (all the
     exercise's, or the training task's, by default). A failure of the grader's own (the sandbox
     would not start, the judging raised) is tried once more in a new sandbox."""
     from .session import judge_in
@@ -247,7 +247,7 @@ def run_exercise(sandbox, workspace, exercise, timeout, together=False, say=None
     # the learner's process stops itself after ``timeout`` seconds of its own computing; the
     # wall limit is the backstop (the judge's work comes on top)
     limits = Limits(**{**limits.__dict__, "wall": JUDGE_SHARE * timeout + STARTUP})
-    specs = specs_to_judge(workspace, exercise, together) if specs is None else specs
+    addresses = addresses_to_judge(workspace, exercise, together) if addresses is None else addresses
     shown, began = [], time.monotonic()
 
     def progress(stage):
@@ -257,7 +257,7 @@ def run_exercise(sandbox, workspace, exercise, timeout, together=False, say=None
     failure = ""
     for _ in range(2):
         try:
-            reply = judge_in(sandbox, exercise, specs, timeout, limits, progress)
+            reply = judge_in(sandbox, exercise, addresses, timeout, limits, progress)
             break
         except Exception:                     # noqa: BLE001 - npformer's failure, said as such
             import traceback
@@ -344,7 +344,7 @@ def _grade_one(sandbox, submission, exercise, before, timeout, show_output, say,
     outcome = static_outcome(exercise, submission)
     if outcome is not None:
         return outcome
-    together, specs, note = bool(exercise.builds_on), None, []
+    together, addresses, note = bool(exercise.builds_on), None, []
     if together:
         waiting = blocked_by(exercise, before)
         if waiting and not substitute:
@@ -352,10 +352,10 @@ def _grade_one(sandbox, submission, exercise, before, timeout, show_output, say,
         if waiting:                       # the course's choice: npformer's code for the failing ones
             failing = {o.exercise.name for o in before if o.exercise.name in exercise.builds_on and not o.done}
             workspace = submission.workspace
-            specs = [s for e in workspace.exercises if e.name in set(exercise.builds_on) - failing
+            addresses = [s for e in workspace.exercises if e.name in set(exercise.builds_on) - failing
                      for s in e.functions(workspace.forward)]
             note = [f"graded with npformer's own code in place of {waiting[len('blocked by '):]}"]
-    ran = run_exercise(sandbox, submission.workspace, exercise, timeout, together, say, limits, specs)
+    ran = run_exercise(sandbox, submission.workspace, exercise, timeout, together, say, limits, addresses)
     if ran[1] == "judge failed":        # npformer's failure, not the learner's: said so, not counted
         return Outcome(exercise, "not graded", ["the grader itself failed here, twice (not your code): "
                                                 "grade this exercise again"] + ran[2][:20])

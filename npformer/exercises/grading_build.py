@@ -33,14 +33,14 @@ SPECS = "specs"                  # the mistakes beside them become empty catalog
 
 def graded_functions():
     """Every "file.py:qualname" some exercise asks a learner to write, backward or forward."""
-    return tuple(sorted({spec for e in catalog.EXERCISES for spec in e.backward + e.forward}))
+    return tuple(sorted({address for e in catalog.EXERCISES for address in e.backward + e.forward}))
 
 
-def by_file(specs):
-    """{file: [qualname, ...]} of "file.py:qualname" specs."""
+def by_file(addresses):
+    """{file: [qualname, ...]} of "file.py:qualname" addresses."""
     found = {}
-    for spec in specs:
-        file, qualname = spec.split(":")
+    for address in addresses:
+        file, qualname = address.split(":")
         found.setdefault(file, []).append(qualname)
     return found
 
@@ -158,8 +158,8 @@ def _compiled(file):
 
 def dependencies(graded):
     """The compiled bodies of every exercise function but those in ``graded`` ("file.py:qualname"
-    specs, the learner's own in this run), as bytes for ``put_in_place``."""
-    wanted = [spec for spec in graded_functions() if spec not in set(graded)]
+    addresses, the learner's own in this run), as bytes for ``put_in_place``."""
+    wanted = [address for address in graded_functions() if address not in set(graded)]
     table = {}
     for file, qualnames in by_file(wanted).items():
         compiled = _compiled(file)
@@ -168,10 +168,10 @@ def dependencies(graded):
     return marshal.dumps(table)
 
 
-def _function(spec):
-    """The function object of the build loaded in this process that ``spec`` names."""
+def _function(address):
+    """The function object of the build loaded in this process that ``address`` names."""
     import importlib
-    file, qualname = spec.split(":")
+    file, qualname = address.split(":")
     owner = importlib.import_module("npformer." + file[:-3].replace("/", "."))
     for part in qualname.split("."):
         owner = inspect.getattr_static(owner, part) if isinstance(owner, type) else getattr(owner, part)
@@ -183,8 +183,8 @@ def put_in_place(blob):
     """In the learner's process: each stub of the build named in ``blob`` (``dependencies``'s)
     runs npformer's own body from now on. The function objects stay the same, so every module
     that imported one, and every table that holds one, runs the body too."""
-    for spec, code in marshal.loads(blob).items():
-        function = _function(spec)
+    for address, code in marshal.loads(blob).items():
+        function = _function(address)
         if code.co_freevars != function.__code__.co_freevars:
-            raise TypeError(f"{spec}: its body needs other free variables than its stub")
+            raise TypeError(f"{address}: its body needs other free variables than its stub")
         function.__code__ = code

@@ -2,7 +2,7 @@
 
 Forked by the zygote inside the submission's sandbox. Its npformer is the hand-out build
 (``grading_build``), in which every exercise's function is a stub. The judge's first message
-says which exercise this is, which of the learner's functions to take (``specs``) and carries
+says which exercise this is, which of the learner's functions to take (``addresses``) and carries
 the compiled bodies of every other exercise's functions (``dependencies``), which take the
 place of their stubs. Then the learner's files are loaded from the read-only submission,
 their functions patched in, and each request read from the ``requests`` pipe is answered on
@@ -55,13 +55,13 @@ def describe(error, directory):
             "stub": int(stub.group(1)) if stub else None, "hint": hint}
 
 
-def learner_patches(directory, specs):
-    """{"npformer.<module>.<qualname>": the learner's function} for "file.py:qualname" specs,
+def learner_patches(directory, addresses):
+    """{"npformer.<module>.<qualname>": the learner's function} for "file.py:qualname" addresses,
     read from the learner's files in ``directory`` (one flat folder)."""
     from .learner import learner_functions
     by_file = {}
-    for spec in specs:
-        file, qualname = spec.split(":")
+    for address in addresses:
+        file, qualname = address.split(":")
         by_file.setdefault(file, []).append(qualname)
     patches = {}
     for file, qualnames in by_file.items():
@@ -73,13 +73,13 @@ def learner_patches(directory, specs):
     return patches
 
 
-def specs_to_judge(workspace, exercise, together):
+def addresses_to_judge(workspace, exercise, together):
     """The learner's functions a run patches in: the exercise's, or (``together``) those of
     every exercise of the workspace that the training task builds on."""
     if not together:
         return exercise.functions(workspace.forward)
     names = set(exercise.builds_on) | {exercise.name}
-    return [spec for e in workspace.exercises if e.name in names for spec in e.functions(workspace.forward)]
+    return [address for e in workspace.exercises if e.name in names for address in e.functions(workspace.forward)]
 
 
 class _Server:
@@ -267,7 +267,7 @@ def main(requests, replies, stack):
     in_place = None                           # held: the patches stay for the life of this process
     try:
         with clock:
-            patches = learner_patches(directory, setup["specs"])
+            patches = learner_patches(directory, setup["addresses"])
             swaps = _replaced(patches)        # npformer's objects, before the patches replace them
             in_place = patched(patches)
             in_place.__enter__()

@@ -17,7 +17,7 @@ def _written_by(workspace):
 
 
 def _functions(exercise, forward):
-    names = [spec.split(":")[1] for spec in exercise.functions(forward)]
+    names = [address.split(":")[1] for address in exercise.functions(forward)]
     return ", ".join(f"`{name}`" for name in names) or "nothing new: your components together"
 
 

@@ -76,11 +76,11 @@ def _pipes(sandbox, limits):
     return pid, requests, replies, readers
 
 
-def judge_in(sandbox, exercise, specs, timeout, limits, progress=None):
+def judge_in(sandbox, exercise, addresses, timeout, limits, progress=None):
     """The reply of one exercise judged in ``sandbox``: {"result": dict or None, "code": 0, the
     learner's exit code or "timeout", "output": what it printed (capped), "dropped": bytes past
     the cap, "stopped": where its code was when its time ran out}. ``result`` is None when the
-    learner's process ended before the judging did. ``specs``: the learner's functions to run.
+    learner's process ended before the judging did. ``addresses``: the learner's functions to run.
     Every wait on the learner's process ends at the exercise's wall limit."""
     from .verdict import judge_exercise
     from .learner_proxy import Gone, LearnerProxy, Stopped
@@ -90,9 +90,9 @@ def judge_in(sandbox, exercise, specs, timeout, limits, progress=None):
     proxy = LearnerProxy(exercise, requests, replies, deadline)
     result, gone = {"exercise": exercise.name, "checks": [], "claims": []}, False
     try:
-        failed = proxy.setup({"exercise": exercise.name, "specs": list(specs), "timeout": timeout,
+        failed = proxy.setup({"exercise": exercise.name, "addresses": list(addresses), "timeout": timeout,
                               "directory": sandbox.directory,
-                              "dependencies": _bytes(grading_build.dependencies(specs))})
+                              "dependencies": _bytes(grading_build.dependencies(addresses))})
         if failed is not None:                     # their file does not even run: said where
             result.update(import_failed=True, error={k: failed.get(k) for k in ("message", "where", "line", "hint")})
         else:

@@ -96,8 +96,8 @@ def learner_sources(exercises, forward=False, hints="shapes", solutions=False):
     """{file name: the text the learner receives} for the chosen exercises."""
     stubs = {}
     for exercise in exercises:
-        for spec in exercise.functions(forward):
-            name, qualname = spec.split(":")
+        for address in exercise.functions(forward):
+            name, qualname = address.split(":")
             stubs.setdefault(name, {})[qualname] = stub_message(exercise, qualname)
     sources = {}
     for name, wanted in stubs.items():
