@@ -34,11 +34,11 @@ def missing_cases():
     return [name for name in public_components() if name not in CASES]
 
 
-def run_all(sizes=(0, 1, 2), tol=1e-6, out=print):
-    """Check every case at every size; print a table; return {name: worst relative error}."""
+def run_all(sizes=(0, 1, 2), tol=1e-6, say=print):
+    """Check every case at every size; ``say`` each row of the table; return {name: worst relative error}."""
     worst = {}
     width = max(len(name) for name in list(CASES) + missing_cases() + ["component"])
-    out(f"{'component':{width}} {'tensors':>8} {'worst rel. error':>17}  worst tensor")
+    say(f"{'component':{width}} {'tensors':>8} {'worst rel. error':>17}  worst tensor")
     for name in in_tutorial_order(CASES):
         builder = CASES[name]
         err, where, count = 0.0, "", 0
@@ -49,9 +49,9 @@ def run_all(sizes=(0, 1, 2), tol=1e-6, out=print):
             if report.worst is not None and report.max_rel_error >= err:
                 err, where = report.max_rel_error, report.worst.name
         worst[name] = err
-        out(f"{name:{width}} {count:8d} {err:17.2e}  {where}{'' if err <= tol else '  FAIL'}")
+        say(f"{name:{width}} {count:8d} {err:17.2e}  {where}{'' if err <= tol else '  FAIL'}")
     for name in missing_cases():
-        out(f"{name:{width}}   no gradient check registered  FAIL")
+        say(f"{name:{width}}   no gradient check registered  FAIL")
     return worst
 
 
@@ -69,7 +69,7 @@ def _row(text):
 
 def run(args):
     """Run ``npformer gradcheck``; 1 if any component fails."""
-    worst = run_all(tol=args.tol, out=_row)
+    worst = run_all(tol=args.tol, say=_row)
     failed = [n for n, e in worst.items() if not e <= args.tol] + missing_cases()
     print(f"{len(worst) - len(failed)} of {len(worst)} components within {args.tol:.0e}"
           if not failed else f"FAILED: {', '.join(failed)}")

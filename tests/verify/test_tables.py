@@ -21,7 +21,7 @@ def test_gradcheck_prints_the_components_in_the_tutorials_order(monkeypatch):
     monkeypatch.setattr(gradcheck_command, "CASES", {name: CASES[name] for name in registered})
     monkeypatch.setattr(gradcheck_command, "missing_cases", lambda: [])      # a registry of these five
     lines = []
-    gradcheck_command.run_all(sizes=(0,), out=lines.append)
+    gradcheck_command.run_all(sizes=(0,), say=lines.append)
     rows = [line.split()[0] for line in lines[1:]]
     assert rows == ["Embedding", "Linear", "softmax", "relu", "cross_entropy"]
     widths = {line.index(line.split()[1]) + len(line.split()[1]) for line in lines[1:]}
