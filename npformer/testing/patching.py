@@ -45,6 +45,13 @@ def resolve(path):
     raise ValueError(f"patch: no module in {path!r}")
 
 
+def qualname(function):
+    """The name inside its file of the function at ``function``, a path under npformer
+    ("t04_attention.MultiHeadAttention.backward" -> "MultiHeadAttention.backward")."""
+    module = resolve(f"{ROOT}.{function}")[0]
+    return f"{ROOT}.{function}"[len(module.__name__) + 1:]
+
+
 def reference(path):
     """The plain function at ``path`` (a ``@fast_twin`` dispatch gives its ``.plain``, a checked
     ``backward`` the method it checks)."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .patching import ROOT, reference, resolve
+from .patching import qualname as qualname_of
 
 def _per_head(power):
     """The factor sqrt(D) ** power of an attention gradient [B, H, N, D] (1 for any other)."""
@@ -60,8 +61,7 @@ class Structural:
     @property
     def qualname(self):
         """The function's name inside its file ("attention_backward", "Embedding.backward")."""
-        module = resolve(f"{ROOT}.{self.function}")[0]
-        return f"{ROOT}.{self.function}"[len(module.__name__) + 1:]
+        return qualname_of(self.function)
 
     def patches(self):
         """{"npformer.<function>": npformer's function, its result changed}."""
@@ -165,10 +165,10 @@ def of_function(path):
     """[Structural] of npformer's backward at ``path`` ("t04_attention.attention_backward")."""
     try:
         function = reference(f"{ROOT}.{path}")
-        module, owner, _ = resolve(f"{ROOT}.{path}")
+        _, owner, _ = resolve(f"{ROOT}.{path}")
+        qualname = qualname_of(path)
     except (ValueError, AttributeError, ImportError):
         return []
-    qualname = f"{ROOT}.{path}"[len(module.__name__) + 1:]
     names = returned_names(function) or ()
     found = []
     recheck_order = f"return {', '.join(names)}" if names else ""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..patching import ROOT, StaleMistake, edited, resolve
+from ..patching import qualname as qualname_of
 
 HERE = Path(__file__).resolve().parents[2] / "specs"      # each beside its concept's spec
 FIELDS = ("name", "function", "old", "new", "says", "recheck")
@@ -38,8 +39,7 @@ class Mistake:
     @property
     def qualname(self):
         """The function's name inside its file ("softmax_backward", "MultiHeadAttention.backward")."""
-        module = resolve(f"{ROOT}.{self.function}")[0]
-        return f"{ROOT}.{self.function}"[len(module.__name__) + 1:]
+        return qualname_of(self.function)
 
     def patches(self):
         """{"npformer.<function>": the wrong function}, for ``patching.patched``."""
