@@ -7,7 +7,6 @@ grader's runner does); a few grade a whole workspace as a teacher would."""
 import ast
 import dis
 import json
-import os
 import sys
 import textwrap
 from pathlib import Path
@@ -19,12 +18,12 @@ from npformer.exercises import catalog
 from npformer.exercises.grader import grade
 from npformer.exercises.verdict import judge_exercise
 from npformer.testing.computation import Patched
-from npformer.exercises.learner import learner_functions
 from npformer.exercises.stubs import functions_by_qualname
 from npformer.exercises.workspace import write_workspace
 from npformer.testing.compare import constant_ratio, ratio_diagnosis, shape_diagnosis
 from npformer.testing.mistakes import CATALOGUE
 from npformer.testing.patching import reference
+from support.learner_code import learner_patches, with_body  # noqa: F401 - with_body: test_grader_protocol's too
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -122,16 +121,7 @@ def key(tmp_path_factory):
 
 def judge_source(key, exercise, file, source, where):
     """Judge ``exercise`` with ``file`` replaced by ``source`` (the rest of the key as is)."""
-    patches = {}
-    by_file = {}
-    for spec in exercise.functions(True):
-        name, qualname = spec.split(":")
-        by_file.setdefault(name, []).append(qualname)
-    for name, qualnames in by_file.items():
-        text = source if os.path.basename(name) == os.path.basename(file) else Path(key.path(name)).read_text()
-        module = "npformer." + name[:-3].replace("/", ".")
-        patches.update(learner_functions(text, module, qualnames, str(where / os.path.basename(name))))
-    return judge_exercise(exercise, Patched(patches))
+    return judge_exercise(exercise, Patched(learner_patches(key, exercise, file, source, where=where)))
 
 
 def alternatives():
@@ -139,15 +129,6 @@ def alternatives():
     for folder in ("heldout", "heldout2", "heldout5"):
         found += json.loads((DATA / folder / "alternatives.json").read_text())
     return found
-
-
-def with_body(source, qualname, body):
-    """``source`` with the function ``qualname`` replaced by ``body`` (a whole def)."""
-    node = functions_by_qualname(ast.parse(source))[qualname]
-    lines = source.split("\n")
-    first = node.lineno - 1 - len(node.decorator_list)
-    new = textwrap.indent(textwrap.dedent(body), " " * node.col_offset).split("\n")
-    return "\n".join(lines[:first] + new + lines[node.end_lineno:])
 
 
 def every_other(items, ids=str):
@@ -165,6 +146,18 @@ def test_a_correct_backward_written_differently_is_done(alternative, key, tmp_pa
                        alternative["body"])
     result = judge_source(key, exercise, alternative["file"], source, tmp_path)
     assert not failing(result), failing(result)[:2]
+
+
+def test_every_held_out_mistake_still_edits_the_key(key):
+    """A held-out mistake is an edit of the answer key; when the key's line changes and the
+    entry does not, the "mistake" is the key itself and would be graded done."""
+    stale = []
+    for folder in sorted(p.name for p in DATA.iterdir() if (p / "mistakes.json").exists()):
+        for mistake in json.loads((DATA / folder / "mistakes.json").read_text()):
+            olds = mistake["old"] if isinstance(mistake["old"], list) else [mistake["old"]]
+            text = Path(key.path(mistake["file"])).read_text(encoding="utf-8")
+            stale += [f"{folder}/{mistake['id']}" for old in olds if old not in text]
+    assert not stale, stale
 
 
 def held_out_sample(main, step=6):

@@ -33,21 +33,19 @@ Correct rewrites must all be graded done.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import multiprocessing
 import os
 import sys
-import tempfile
-import textwrap
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))              # this tree's npformer, whatever is installed
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+from learner_code import answer_key, learner_patches, with_body  # noqa: E402
 BLIND = ROOT / "tests" / "data" / "blind43"
 HEADER = ("exercise", "function")
-_KEY = None
 
 
 def read_entry(path):
@@ -75,43 +73,13 @@ def entries(folder=BLIND, only=()):
     return found
 
 
-def _key():
-    """One answer key (forward bodies included) per worker process."""
-    global _KEY
-    if _KEY is None:
-        from npformer.exercises.workspace import write_workspace
-        _KEY = write_workspace(Path(tempfile.mkdtemp()) / "key", solutions=True, forward=True)
-    return _KEY
-
-
-def with_body(source, qualname, body):
-    """``source`` with the function ``qualname`` replaced by ``body`` (a whole def)."""
-    from npformer.exercises.stubs import functions_by_qualname
-    node = functions_by_qualname(ast.parse(source))[qualname]
-    lines = source.split("\n")
-    first = node.lineno - 1 - len(node.decorator_list)
-    new = textwrap.indent(textwrap.dedent(body).strip("\n"), " " * node.col_offset).split("\n")
-    return "\n".join(lines[:first] + new + lines[node.end_lineno:])
-
-
-def learner_patches(exercise, spec, body, forward):
+def rewritten(exercise, address, body, forward):
     """The patches a grading of the hand-out (``forward``: with its forward bodies) judges,
-    the learner's copy of every function the key's, but ``spec`` written as ``body``."""
-    from npformer.exercises.learner import learner_functions
-    key, where = _key(), Path(tempfile.mkdtemp())
-    file, qualname = spec.split(":")
-    by_file = {}
-    for one in exercise.functions(forward):
-        name, wanted = one.split(":")
-        by_file.setdefault(name, []).append(wanted)
-    patches = {}
-    for name, qualnames in by_file.items():
-        source = Path(key.path(name)).read_text(encoding="utf-8")
-        if name == file:
-            source = with_body(source, qualname, body)
-        module = "npformer." + name[:-3].replace("/", ".")
-        patches.update(learner_functions(source, module, qualnames, str(where / os.path.basename(name))))
-    return patches
+    the learner's copy of every function the key's, but ``address`` written as ``body``."""
+    key = answer_key()
+    file, qualname = address.split(":")
+    source = with_body(Path(key.path(file)).read_text(encoding="utf-8"), qualname, body)
+    return learner_patches(key, exercise, file, source, forward)
 
 
 def judge(entry):
@@ -130,7 +98,7 @@ def judge(entry):
     start = time.process_time()
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        patches = learner_patches(exercise, entry["spec"], entry["body"], forward)
+        patches = rewritten(exercise, entry["spec"], entry["body"], forward)
         result = judge_exercise(exercise, Patched(patches))
     status, lines = describe_run(exercise, result, 0, [], None, 120.0)
     first = _named_function(exercise, result) or _failing_function(exercise, result)

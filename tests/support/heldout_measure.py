@@ -14,38 +14,28 @@ is the whole measurement, a few seconds per entry.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import multiprocessing
 import os
 import sys
-import tempfile
-import textwrap
 import time
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from learner_code import answer_key, learner_patches, with_body  # noqa: E402
+
 DATA = Path(__file__).resolve().parents[1] / "data"      # the held-out sets
 SETS = ("heldout", "heldout2", "heldout3", "heldout4", "heldout5")
-_KEY = None
 
 
-def _key():
-    """One answer key per worker process."""
-    global _KEY
-    if _KEY is None:
-        from npformer.exercises.workspace import write_workspace
-        _KEY = write_workspace(Path(tempfile.mkdtemp()) / "key", solutions=True, forward=True)
-    return _KEY
-
-
-def _with_body(source, qualname, body):
-    """``source`` with the function ``qualname`` replaced by ``body`` (a whole def)."""
-    from npformer.exercises.stubs import functions_by_qualname
-    node = functions_by_qualname(ast.parse(source))[qualname]
-    lines = source.split("\n")
-    first = node.lineno - 1 - len(node.decorator_list)
-    new = textwrap.indent(textwrap.dedent(body), " " * node.col_offset).split("\n")
-    return "\n".join(lines[:first] + new + lines[node.end_lineno:])
+def entry_source(key, kind, item):
+    """The text of the key's file of ``item`` as the held-out entry has it: a mistake's edit
+    made, or a correct rewrite's body put in place of its function."""
+    text = Path(key.path(item["file"])).read_text(encoding="utf-8")
+    if kind == "mistake" and item["old"] not in text:     # judged as it is, it would be the key itself
+        raise ValueError(f"{item['id']}: its old text is no longer in {item['file']}: update the entry")
+    return (text.replace(item["old"], item["new"], 1) if kind == "mistake"
+            else with_body(text, item["function"], item["body"]))
 
 
 def _judge(entry):
@@ -53,24 +43,11 @@ def _judge(entry):
     from npformer.exercises import catalog
     from npformer.exercises.verdict import judge_exercise
     from npformer.testing.computation import Patched
-    from npformer.exercises.learner import learner_functions
     folder, kind, item = entry
-    key = _key()
+    key = answer_key()
     start = time.process_time()
     exercise = catalog.holding(f"{item['file']}:{item['function']}")
-    text = Path(key.path(item["file"])).read_text()
-    edited = (text.replace(item["old"], item["new"], 1) if kind == "mistake"
-              else _with_body(text, item["function"], item["body"]))
-    where = Path(tempfile.mkdtemp())
-    patches = {}
-    by_file = {}
-    for spec in exercise.functions(True):
-        name, qualname = spec.split(":")
-        by_file.setdefault(name, []).append(qualname)
-    for name, qualnames in by_file.items():
-        source = edited if os.path.basename(name) == os.path.basename(item["file"]) else Path(key.path(name)).read_text()
-        module = "npformer." + name[:-3].replace("/", ".")
-        patches.update(learner_functions(source, module, qualnames, str(where / os.path.basename(name))))
+    patches = learner_patches(key, exercise, item["file"], entry_source(key, kind, item))
     result = judge_exercise(exercise, Patched(patches))
     checks = result["checks"] + result["claims"]
     names = sorted({c["mistake"]["name"] for c in checks if c.get("mistake")})

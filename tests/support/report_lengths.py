@@ -13,12 +13,12 @@ import json
 import multiprocessing
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import heldout_measure as measure          # noqa: E402  (its answer key and its entries)
+import heldout_measure as measure          # noqa: E402  (its entries)
+from learner_code import answer_key, learner_patches  # noqa: E402
 
 
 def _report(entry):
@@ -27,23 +27,11 @@ def _report(entry):
     from npformer.exercises.grader import Outcome
     from npformer.exercises.verdict import judge_exercise
     from npformer.testing.computation import Patched
-    from npformer.exercises.learner import learner_functions
     from npformer.exercises.feedback import describe_run, format_outcome
     folder, kind, item = entry
-    key = measure._key()
+    key = answer_key()
     exercise = catalog.holding(f"{item['file']}:{item['function']}")
-    text = Path(key.path(item["file"])).read_text()
-    edited = (text.replace(item["old"], item["new"], 1) if kind == "mistake"
-              else measure._with_body(text, item["function"], item["body"]))
-    where = Path(tempfile.mkdtemp())
-    patches, by_file = {}, {}
-    for spec in exercise.functions(True):
-        name, qualname = spec.split(":")
-        by_file.setdefault(name, []).append(qualname)
-    for name, qualnames in by_file.items():
-        source = edited if os.path.basename(name) == os.path.basename(item["file"]) else Path(key.path(name)).read_text()
-        module = "npformer." + name[:-3].replace("/", ".")
-        patches.update(learner_functions(source, module, qualnames, str(where / os.path.basename(name))))
+    patches = learner_patches(key, exercise, item["file"], measure.entry_source(key, kind, item))
     result = judge_exercise(exercise, Patched(patches))
     status, lines = describe_run(exercise, result, 0, [], None, 120.0)
     report = format_outcome(Outcome(exercise, status, lines))
