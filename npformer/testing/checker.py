@@ -58,15 +58,22 @@ class Checker:
         # catalogued mistakes apply under it too (where it is not, they change nothing)
         functions = self.component.functions if variant is None else self.concept_functions()
         self.candidates, self.stale = applicable(mistakes.of_functions(functions))
-        self.deferred = structural(functions) if variant is None or variant[1] is None else \
-            [c for path in [f for f in self.component.functions if f.endswith("backward")][:1]
-             for c in on_convention(path, variant[1])]          # the component's own backward
+        self.deferred = self.structural_candidates(functions, variant)
         scope = subject.scope or Scope()
         corners = (scope.fit(self.component.name, scope.pin(c))
                    for c in strategies.corner_examples(self.component.name))
         self.corners = [c for c in corners if subject.can_run(c)]
         draw = self.component.draw.map(scope.pin) if scope.pinned else self.component.draw
         self.strategy = draw.filter(subject.can_run) if subject.untaken or scope.lacks else draw
+
+    def structural_candidates(self, functions, variant):
+        """The structural changes (``structure``) to try: of npformer's own backwards, or under a
+        convention with a backward of its own, of that backward (patching npformer's would not
+        reach it), named after the component's backward."""
+        if variant is None or variant[1] is None:
+            return structural(functions)
+        own = [f for f in self.component.functions if f.endswith("backward")][:1]
+        return [c for path in own for c in on_convention(path, variant[1])]
 
     def concept_functions(self):
         """The functions of every component of this one's concept: what a convention's reference
