@@ -103,7 +103,9 @@ def summed_loss():
         return loss * cache.count, cache
 
     def summed_backward(d_loss, cache):
-        d_logits, none = backward(d_loss * cache.count, cache)
+        # the mean's backward divides by max(count, 1): undo that very divisor (with no counted
+        # target the gradient is 0 either way)
+        d_logits, none = backward(d_loss * max(cache.count, 1), cache)
         return d_logits, none
     return summed_forward, summed_backward
 

@@ -67,13 +67,13 @@ class Checker:
         self.strategy = draw.filter(subject.can_run) if subject.untaken or scope.lacks else draw
 
     def structural_candidates(self, functions, variant):
-        """The structural changes (``structure``) to try: of npformer's own backwards, or under a
-        convention with a backward of its own, of that backward (patching npformer's would not
-        reach it), named after the component's backward."""
+        """The structural changes (``structure``) to try: of npformer's own backwards, and under a
+        convention with a backward of its own, of that backward too (patching npformer's reaches
+        only a convention built on them), named after the component's backward."""
         if variant is None or variant[1] is None:
             return structural(functions)
         own = [f for f in self.component.functions if f.endswith("backward")][:1]
-        return [c for path in own for c in on_convention(path, variant[1])]
+        return [c for path in own for c in on_convention(path, variant[1])] + structural(functions)
 
     def concept_functions(self):
         """The functions of every component of this one's concept: what a convention's reference

@@ -192,7 +192,7 @@ _MISSING = object()
 
 
 # -- a function from source ---------------------------------------------------------------
-def _function_source(function):
+def function_source(function):
     """The source of ``function`` as a top-level def (dedented, decorators removed), preceded
     by blank lines so that its lines keep their numbers in the file (a warning or traceback
     of the compiled edit names the file's real line)."""
@@ -221,7 +221,7 @@ def edited(path, old, new):
     namespace of its own module. The source is the function's own, dedented: a method's body
     is indented by four spaces."""
     function = reference(path)
-    source = _function_source(function)
+    source = function_source(function)
     for before, after in zip(*((old, new) if isinstance(old, tuple) else ((old,), (new,)))):
         count = source.count(before)
         if count != 1:

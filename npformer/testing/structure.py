@@ -8,8 +8,10 @@ twice), a parameter's gradient summed over the first sequence only, or assign a 
 of adding to it. Each such change of npformer's own backward is one more candidate mistake,
 built here from the function itself (its return statement names the gradients), and judged by
 the engine's one matcher like a catalogued one: it is named only where it computes what the code
-under test computes, on every failing output and gradient. The catalogue (``mistakes``) keeps
-what structure cannot say: a term missing inside a formula, a wrong axis, a forward's slips.
+under test computes, on every failing output and gradient. Inside its formulas, one operand of a
+line left out (a path not followed, a factor not carried) or a name in its sibling's place is
+``formulas``'s. The catalogue
+(``mistakes``) keeps what structure cannot say: a wrong axis, a term changed, a forward's slips.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .formulas import formula_edits
 from .patching import ROOT, reference, resolve
 from .patching import qualname as qualname_of
 
@@ -162,7 +165,31 @@ def _assigned(names):
 
 
 def of_function(path):
-    """[Structural] of npformer's backward at ``path`` ("t04_attention.attention_backward")."""
+    """[Structural] of npformer's backward at ``path`` ("t04_attention.attention_backward"): what
+    it returns changed, then one of its lines changed (``formulas``)."""
+    try:
+        function = reference(f"{ROOT}.{path}")
+    except (ValueError, AttributeError, ImportError):
+        return []
+    return of_returned(path) + in_formulas(path, function)
+
+
+def in_formulas(path, backward):
+    """[Structural]: ``backward`` (npformer's at ``path``, or a convention's own) with one line
+    changed (``formulas``: an operand left out, a sibling in its place), named after npformer's
+    function at ``path``."""
+    qualname, names = qualname_of(path), returned_names(reference(f"{ROOT}.{path}")) or ()
+    return [Structural(e.name(qualname), path, e.says, e.line, _instead(e.function))
+            for e in formula_edits(backward, names)]
+
+
+def _instead(function):
+    return lambda original, args, kwargs: function(*args, **kwargs)
+
+
+def of_returned(path):
+    """[Structural]: what npformer's backward at ``path`` returns, changed (gradients swapped,
+    scaled, from the first sequence only; a Module's ``.grad`` assigned)."""
     try:
         function = reference(f"{ROOT}.{path}")
         _, owner, _ = resolve(f"{ROOT}.{path}")
@@ -210,7 +237,7 @@ def on_convention(path, backward):
             changed.backward = lambda *args, **kwargs: change(backward, args, kwargs)
             return changed
         return rebuild
-    return [(mistake, rebuild_with(mistake.change)) for mistake in of_function(path)]
+    return [(mistake, rebuild_with(mistake.change)) for mistake in of_returned(path) + in_formulas(path, backward)]
 
 
 def _parameter_sets(owner):

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from npformer.testing.mistakes import registry
-from npformer.testing.patching import ROOT, StaleMistake, _function_source, reference
+from npformer.testing.patching import ROOT, StaleMistake, function_source, reference
 
 FILES = registry.files()
 
@@ -19,7 +19,7 @@ FILES = registry.files()
 def _broken(mistake):
     """Why ``mistake`` no longer applies, or None when each of its texts occurs once."""
     try:
-        source = _function_source(reference(f"{ROOT}.{mistake.function}"))
+        source = function_source(reference(f"{ROOT}.{mistake.function}"))
     except (ValueError, ImportError, AttributeError, OSError, TypeError) as error:
         return f"its function {mistake.function} cannot be read ({error})"
     olds, news = registry._edits(mistake)

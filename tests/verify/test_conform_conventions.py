@@ -349,16 +349,19 @@ def bloom_alibi(slip=None):
 # id: (component, factory, its options, the convention the report must name, the slip, and what the
 # slip's report must show: the catalogued mistake it computes, or None when being caught is enough)
 SWAPPED = "attention_backward: d_q and d_k swapped"    # named from the backward's structure
+# named from the formulas of the convention's own backward (eps after the root), not the catalogue
+NO_MEAN_PATH = "layernorm_backward: d_x without the term `d_xhat.mean(axis=-1, keepdims=True)`"
 COMPONENT_CASES = {
     "annotated-layernorm": ("layernorm", annotated_layernorm, {},
-                            {"variance": "unbiased", "eps": "outside sqrt"}, "no mean path", None),
+                            {"variance": "unbiased", "eps": "outside sqrt"}, "no mean path", NO_MEAN_PATH),
     "unbiased-layernorm": ("layernorm", annotated_layernorm, {"eps_outside": False},
                            {"variance": "unbiased"}, "no mean path", "layernorm-no-mean-path"),
     "eps-outside-layernorm": ("layernorm", annotated_layernorm, {"unbiased": False},
-                              {"eps": "outside sqrt"}, "no mean path", None),
+                              {"eps": "outside sqrt"}, "no mean path", NO_MEAN_PATH),
     "layernorm-1p": ("layernorm", annotated_layernorm, {"unbiased": False, "eps_outside": False, "one_plus": True},
                      {"gain": "1 + w"}, "no mean path", "layernorm-no-mean-path"),
-    "paper-rmsnorm": ("rmsnorm", paper_rmsnorm, {}, {"eps": "outside sqrt"}, "no rms path", None),
+    "paper-rmsnorm": ("rmsnorm", paper_rmsnorm, {}, {"eps": "outside sqrt"}, "no rms path",
+                      "rmsnorm_backward: d_x without the term `through_rms`"),
     "gemma-rmsnorm": ("rmsnorm", paper_rmsnorm, {"eps_outside": False, "one_plus": True},
                       {"gain": "1 + w"}, "no rms path", "rmsnorm-no-rms-path"),
     "masked-fill-attention": ("attention", filled_attention, {},
@@ -374,7 +377,8 @@ COMPONENT_CASES = {
     "folded-scale-multi-head": ("multi_head_attention", annotated_multi_head,
                                 {"fill": "additive -inf", "scaled": False},
                                 {"scale": "none", "fully_masked_row": "nan"}, "W_q's gradient from d_k", None),
-    "vaswani-embedding": ("embedding", vaswani_embedding, {}, {"scale": "sqrt(d)"}, "gradient not scaled", None),
+    "vaswani-embedding": ("embedding", vaswani_embedding, {}, {"scale": "sqrt(d)"}, "gradient not scaled",
+                          "Embedding.backward: the returned gradient without the factor `scale`"),
     "gemma-geglu": ("swiglu", geglu, {}, {"gate": "gelu_tanh"}, "gate's slope as sigmoid's", None),
     "glu-paper-geglu": ("swiglu", geglu, {"tanh": False}, {"gate": "gelu"}, "gate's slope as sigmoid's", None),
     "neox-partial-rotary": ("rope", neox_rotary, {}, {"fraction": 0.25}, "pass-through gets no gradient", None),
@@ -382,7 +386,7 @@ COMPONENT_CASES = {
                     "rope-turned-forward-again"),
     "torch-tanh-gelu": ("gelu", tanh_gelu, {}, {"approximate": "tanh"}, "half the derivative", None),
     "summed-cross-entropy": ("cross_entropy", summed_cross_entropy, {}, {"reduction": "sum"},
-                             "ignored targets counted", None),
+                             "ignored targets counted", "cross-entropy-ignored-get-gradient"),
     "bloom-alibi": ("alibi", bloom_alibi, {}, {"bias": "+ m j (the key's position)"}, "slope sign",
                     "alibi_backward: d_slopes negated"),
 }
