@@ -13,10 +13,10 @@ failing output and gradient; unlike them it needs no one to have foreseen the sl
 built from whichever backward is the reference: npformer's, or a convention's own (eps after
 the root), whose text the catalogue's edits do not match.
 
-The other slip inside a formula is a name in its sibling's place: ``d_k`` computed from ``k``
-where ``q`` belongs, ``d_q``'s rows fed to W_k. Siblings are the names a backward writes side by
-side (``q, k, v = ...``, ``return d_q, d_k, d_v``, ``[d_q, d_k, d_v]``); each use of one of them
-read as another of its group is one more candidate.
+The other slips inside a formula each give their candidates the same way: a name in its
+sibling's place (``d_k`` computed from ``k`` where ``q`` belongs; siblings are the names a backward
+writes side by side: ``q, k, v = ...``, ``return d_q, d_k, d_v``), a term's sign flipped, a factor
+of a matrix product transposed or its transpose forgotten, a sum or mean over the wrong axis.
 """
 from __future__ import annotations
 
@@ -53,9 +53,12 @@ class Edit:
 
 
 def formula_edits(function, returned=()):
-    """[Edit] of ``function``: each operand left out, then each sibling put in another's place.
-    ``returned``: the names of the gradients it returns, to say which one a returned term is of."""
-    return omissions(function, returned) + substitutions(function, returned)
+    """[Edit] of ``function``: each operand left out, each sibling put in another's place, each
+    term's sign flipped, each factor of a product transposed (or its transpose undone), each
+    reduction over another axis. ``returned``: the names of the gradients it returns, to say
+    which one a returned term is of."""
+    return [edit for edits in (omissions, substitutions, sign_flips, transposes, reduction_axes)
+            for edit in edits(function, returned)]
 
 
 def _quoted(text):
@@ -131,6 +134,103 @@ def substitutions(function, returned=()):
     return _edits(function, changes())
 
 
+def sign_flips(function, returned=()):
+    """[Edit] of ``function`` with one term added where it is subtracted, or subtracted where
+    it is added."""
+    parsed = _parsed(function)
+    if parsed is None:
+        return []
+    source, definition = parsed
+
+    def changes():
+        for statement, node in _expressions(definition):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+                left, right = (ast.get_source_segment(source, n) for n in (node.left, node.right))
+                flipped, said = ("+", "added") if isinstance(node.op, ast.Sub) else ("-", "subtracted")
+                target = _target(statement, node, returned)
+                yield (f"{target} with the term {_quoted(right)} {said}",
+                       f"{target} has the term {_quoted(right)} {said}: its sign is the other way round",
+                       statement, node, f"(({left}) {flipped} ({right}))")
+    return _edits(function, changes())
+
+
+def transposes(function, returned=()):
+    """[Edit] of ``function`` with one factor of a matrix product transposed, or one transpose
+    (``.T``, ``.swapaxes(-1, -2)``) left out."""
+    parsed = _parsed(function)
+    if parsed is None:
+        return []
+    source, definition = parsed
+
+    def changes():
+        for statement, node in _expressions(definition):
+            target = _target(statement, node, returned)
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                for factor in (node.left, node.right):
+                    text = ast.get_source_segment(source, factor)
+                    yield (f"{target} with {_quoted(text)} transposed",
+                           f"{target} multiplies by {_quoted(text)} transposed: the factor's axes are the "
+                           f"other way round", statement, factor, f"({text}).swapaxes(-1, -2)")
+            inner = _transposed(node)
+            if inner is not None:
+                text = ast.get_source_segment(source, inner)
+                yield (f"{target} without the transpose of {_quoted(text)}",
+                       f"{target} uses {_quoted(text)} where its transpose belongs", statement, node, f"({text})")
+    return _edits(function, changes())
+
+
+def _transposed(node):
+    """x of ``x.T`` or ``x.swapaxes(-1, -2)``; else None."""
+    if isinstance(node, ast.Attribute) and node.attr == "T":
+        return node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "swapaxes":
+        return node.func.value
+    return None
+
+
+OTHER_AXES = ("-1", "-2", "0", "None")
+REDUCTIONS = {"sum", "mean", "max", "min", "amax", "amin", "prod", "var", "std", "logsumexp"}
+
+
+def reduction_axes(function, returned=()):
+    """[Edit] of ``function`` with one ``axis=`` of a reduction given another value (the last
+    axis, the one before it, the first, all of them)."""
+    parsed = _parsed(function)
+    if parsed is None:
+        return []
+    source, definition = parsed
+
+    def changes():
+        for statement, node in _expressions(definition):
+            if not isinstance(node, ast.Call) or _called(node) not in REDUCTIONS:
+                continue
+            for keyword in node.keywords:
+                if keyword.arg != "axis":
+                    continue
+                now = ast.get_source_segment(source, keyword.value)
+                target = _target(statement, node, returned)
+                for other in (a for a in OTHER_AXES if a != now):
+                    yield (f"{target} reduced over axis={other}, not axis={now}",
+                           f"{target} reduces over axis={other} where axis={now} belongs: a sum or mean over "
+                           f"the wrong axis", statement, keyword.value, other)
+    return _edits(function, changes())
+
+
+def _called(call):
+    """The name a call calls: "sum" of ``np.sum(...)`` and of ``x.sum(...)``."""
+    function = call.func
+    return function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
+
+
+def _expressions(definition):
+    """(statement, expression node) of every expression in the statements of ``definition``."""
+    for statement in _statements(definition):
+        for child in ast.iter_child_nodes(statement):
+            if isinstance(child, ast.expr):
+                for node in ast.walk(child):
+                    yield statement, node
+
+
 def _sizes(definition):
     """The statements that unpack a shape (``B, N, _ = x.shape``): sizes are no siblings."""
     return [s for s in ast.walk(definition) if isinstance(s, ast.Assign)
@@ -156,12 +256,9 @@ def _uses(definition):
     """(statement, Name node) of every name read in the statements of ``definition`` (but those
     that read a shape)."""
     sizes = _sizes(definition)
-    for statement in (s for s in _statements(definition) if s not in sizes):
-        for child in ast.iter_child_nodes(statement):
-            if isinstance(child, ast.expr):
-                for node in ast.walk(child):
-                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                        yield statement, node
+    for statement, node in _expressions(definition):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and statement not in sizes:
+            yield statement, node
 
 
 def _statements(definition):
@@ -174,16 +271,12 @@ def _statements(definition):
 def _drops(definition):
     """(statement, BinOp node, which operand to keep, what is left out, the dropped operand) of
     every sum, difference, product and division in the statements of ``definition``."""
-    for statement in _statements(definition):
-        for child in ast.iter_child_nodes(statement):
-            if not isinstance(child, ast.expr):
-                continue
-            for node in ast.walk(child):
-                said = WHAT_IS_LEFT_OUT.get(type(node.op)) if isinstance(node, ast.BinOp) else None
-                for side, left_out in zip(("left", "right"), said or ()):
-                    dropped = node.left if side == "left" else node.right
-                    if left_out is not None and not _is_one_or_zero(dropped):
-                        yield statement, node, "right" if side == "left" else "left", left_out, dropped
+    for statement, node in _expressions(definition):
+        said = WHAT_IS_LEFT_OUT.get(type(node.op)) if isinstance(node, ast.BinOp) else None
+        for side, left_out in zip(("left", "right"), said or ()):
+            dropped = node.left if side == "left" else node.right
+            if left_out is not None and not _is_one_or_zero(dropped):
+                yield statement, node, "right" if side == "left" else "left", left_out, dropped
 
 
 def _is_docstring(statement):

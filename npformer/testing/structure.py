@@ -8,10 +8,10 @@ twice), a parameter's gradient summed over the first sequence only, or assign a 
 of adding to it. Each such change of npformer's own backward is one more candidate mistake,
 built here from the function itself (its return statement names the gradients), and judged by
 the engine's one matcher like a catalogued one: it is named only where it computes what the code
-under test computes, on every failing output and gradient. Inside its formulas, one operand of a
-line left out (a path not followed, a factor not carried) or a name in its sibling's place is
-``formulas``'s. The catalogue
-(``mistakes``) keeps what structure cannot say: a wrong axis, a term changed, a forward's slips.
+under test computes, on every failing output and gradient. Inside its formulas, one line
+changed (an operand left out, a sibling in its place, a sign, a transpose, an axis) is
+``formulas``'s. The catalogue (``mistakes``) keeps what neither can say: a term changed into
+another, a forward's slips.
 """
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ import pytest
 
 from npformer.t04_attention import attention_backward
 from npformer.testing import conform
-from npformer.testing.formulas import formula_edits, omissions, substitutions
+from npformer.testing.formulas import (formula_edits, omissions, reduction_axes, sign_flips, substitutions,
+                                       transposes)
 
 pytest.importorskip("hypothesis")
 
@@ -31,6 +32,38 @@ def test_every_operand_left_out_once_computes_what_the_line_then_says():
                      "total without the factor `a`": 3.0,           # b - c / 4
                      "total without the factor `b`": 1.0,           # a - c / 4
                      "total without the division by `4.0`": 7.0}    # a * b - c
+
+
+def test_a_terms_sign_flipped_computes_the_other_sum():
+    edits = {e.what: e.function(3.0, 5.0, 8.0) for e in sign_flips(scaled_sum)}
+    assert edits == {"total with the term `c / 4.0` added": 17.0}
+
+
+def product(a, b):
+    return a @ b.T
+
+
+def test_a_factor_transposed_or_its_transpose_forgotten():
+    a, b = np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[0.0, 1.0], [5.0, -1.0]])
+    edits = {e.what: e.function(a, b) for e in transposes(product)}
+    assert set(edits) == {"the returned gradient with `a` transposed", "the returned gradient with `b.T` transposed",
+                          "the returned gradient without the transpose of `b`"}
+    np.testing.assert_array_equal(edits["the returned gradient with `a` transposed"], a.T @ b.T)
+    np.testing.assert_array_equal(edits["the returned gradient with `b.T` transposed"], a @ b)
+    np.testing.assert_array_equal(edits["the returned gradient without the transpose of `b`"], a @ b)
+
+
+def centred(x):
+    return x - x.mean(axis=-1, keepdims=True)
+
+
+def test_a_reduction_over_each_other_axis():
+    x = np.array([[1.0, 3.0], [5.0, 11.0]])
+    edits = {e.what: e.function(x) for e in reduction_axes(centred)}
+    assert set(edits) == {f"the returned gradient reduced over axis={a}, not axis=-1" for a in ("-2", "0", "None")}
+    np.testing.assert_array_equal(edits["the returned gradient reduced over axis=0, not axis=-1"],
+                                  x - [[3.0, 7.0]])
+    np.testing.assert_array_equal(edits["the returned gradient reduced over axis=None, not axis=-1"], x - 5.0)
 
 
 def make_closure(gain):
