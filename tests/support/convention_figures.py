@@ -40,8 +40,10 @@ def _module(t, case):
     try:
         wrong = t.run_module(case, slip)
         caught = wrong.verdict == "does not conform"
-        said = [wrong.mistake.name] if wrong.mistake is not None else \
-            [f"located: {[p.ours for p in wrong.parts if p.differs]}"]
+        differ = [p.ours for p in wrong.parts if p.differs]
+        said = [wrong.mistake.name] if wrong.mistake is not None else [f"located: {differ}"] if differ else \
+            ["located: how the parts are joined (each agrees alone)"] if any(q.worst for q in wrong.parts) else \
+            ["no part located: none was handed in to run alone"]
     except Exception as error:                 # noqa: BLE001
         caught, said = False, [f"raised {type(error).__name__}"]
     return fine, verdict, caught, said
@@ -63,9 +65,11 @@ def main(argv=None):
         print(f"{case:28s} {'right' if fine else 'WRONG'}: {verdict}")
         print(f"{'':28s} slip {'caught' if caught else 'NOT CAUGHT'}: {'; '.join(said)}")
     right = sum(r[0] for r in rows)
-    named = sum(r[1] and not r[2][0].startswith(("located", "raised")) and "not the slip" not in r[2][0] for r in rows)
+    named = sum(r[1] and not r[2][0].startswith(("located", "raised", "no part")) and "not the slip" not in r[2][0] for r in rows)
+    located = sum(r[1] and r[2][0].startswith("located") for r in rows)
     print(f"{len(rows)} correct implementations: {right} judged right, {len(rows) - right} called wrong; "
-          f"{len(rows)} slips: {sum(r[1] for r in rows)} caught, {named} named; {time.time() - start:.0f} s")
+          f"{len(rows)} slips: {sum(r[1] for r in rows)} caught, {named} named, {located} located only; "
+          f"{time.time() - start:.0f} s")
 
 
 if __name__ == "__main__":
