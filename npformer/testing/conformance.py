@@ -92,6 +92,9 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
     return other_causes(run, followed if followed is not None else report)
 
 
+FOLLOWED_UNNAMED = 2            # conventions the forward follows tried after the first, while none names the slip
+
+
 def _callable(forward, backward, vjp, component):
     """UsageError at once, saying what to pass, unless the functions are functions."""
     for name, given in (("forward", forward), ("backward", backward), ("vjp", vjp)):
@@ -221,7 +224,10 @@ class _Attempt:
                   and not c.failure.message.startswith("your implementation raised")]   # an error is no convention's
         if not failed:
             return None
+        first, tried = None, 0
         for said, variant in conventions:
+            if tried > FOLLOWED_UNNAMED:
+                break
             checker = self.checker(precision, said, variant)
             scope = checker.subject.scope or Scope()
             examples = [e for e in (scope.pin(e) for e in failed) if checker.subject.can_run(e)]
@@ -231,7 +237,11 @@ class _Attempt:
                     under = self(precision, said, variant)
                     if not any(c.kind == "output" for c in under.failures):
                         under.notes.append("your forward agrees under this convention; what differs is not one")
-                        return under
+                        if _named(under):
+                            return under
+                        # two conventions can agree on every forward example (a finite fill and a
+                        # fully masked row's mean): the one whose backward names the slip is the code's
+                        first, tried = first or under, tried + 1
                 elif variant is None and examples and not _named(report) and \
                         matching_mistakes(checker, examples[:1], outputs_only=True):    # an option's: cheap
                     under = self(precision, said, variant)
@@ -239,7 +249,7 @@ class _Attempt:
                         return under
             except RuntimeError:
                 continue
-        return None
+        return first
 
     def __call__(self, precision=None, said=None, variant=None):
         checker = self.checker(precision, said, variant)

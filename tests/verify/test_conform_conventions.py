@@ -367,7 +367,7 @@ COMPONENT_CASES = {
     "masked-fill-attention": ("attention", filled_attention, {},
                               {"fully_masked_row": "mean of values"}, "d_q and d_k returned swapped", SWAPPED),
     "finfo-min-attention": ("attention", filled_attention, {"fill": "additive finfo.min"},
-                            {"mask": "additive finfo.min"}, "d_q and d_k returned swapped", None),
+                            {"mask": "additive finfo.min"}, "d_q and d_k returned swapped", SWAPPED),
     "neg-inf-attention": ("attention", filled_attention, {"fill": "additive -inf"},
                           {"fully_masked_row": "nan"}, "d_q and d_k returned swapped", SWAPPED),
     "t5-attention": ("attention", filled_attention, {"scaled": False},
