@@ -149,8 +149,10 @@ class Checker:
             if error and name not in mine:          # the output stands when only the backward raised
                 found[name] = f"your implementation raised {error}"
                 continue
+            others = {n: np.shape(v) for n, v in right.items() if n != name and isinstance(v, np.ndarray)}
             mismatch = compare_tensor(name, mine.get(name), expected, factors(self.component.name, example),
-                                      self.tolerance(), max(self.abs_tolerance(), rounding.get(name, 0.0)), scale)
+                                      self.tolerance(), max(self.abs_tolerance(), rounding.get(name, 0.0)), scale,
+                                      others)
             found[name] = None if mismatch is None else mismatch
         if only is None and self.subject.differentiates and error is None:
             found[protocol.RULE] = self.subject.protocol

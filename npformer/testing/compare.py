@@ -72,13 +72,14 @@ def data_scale(values):
     return max((float(a[np.isfinite(a)].max(initial=0.0)) for a in found), default=0.0)
 
 
-def compare_tensor(name, mine, expected, factors=None, tol=None, atol=None, scale=0.0):
+def compare_tensor(name, mine, expected, factors=None, tol=None, atol=None, scale=0.0, others=None):
     """None when ``mine`` matches ``expected`` to ``tol`` relative (or ``atol`` near zero; both
     default to float64's); else {"name", "message", "diagnoses", and where known "rel_error",
     "scaled_error", "worst_index", "yours", "expected"}. ``scale``: the example's data scale
     (``data_scale``): a tensor far below it is judged against ``SCALE_FLOOR`` of it, so rounding
     noise in a tensor that is 0 in exact arithmetic is no failure; "scaled_error" is the
-    difference measured that way."""
+    difference measured that way. ``others``: {name: shape} of the other results expected, to
+    say when a wrong shape is another's."""
     factors = factors or {}
     tol = tolerance() if tol is None else tol
     atol = max(abs_tolerance() if atol is None else atol, tol * SCALE_FLOOR * scale)
@@ -90,7 +91,7 @@ def compare_tensor(name, mine, expected, factors=None, tol=None, atol=None, scal
     if mine.shape != expected.shape:
         return {"name": name, "shape": list(mine.shape), "expected_shape": list(expected.shape),
                 "message": f"{name} has shape {mine.shape}, expected {expected.shape}",
-                "diagnoses": [shape_diagnosis(mine.shape, expected.shape, mine, expected)]}
+                "diagnoses": [shape_diagnosis(mine.shape, expected.shape, mine, expected, others)]}
     finite = np.isfinite(expected)
     if not np.isfinite(mine).all() and finite.all():
         bad = tuple(int(i) for i in np.argwhere(~np.isfinite(mine))[0])
@@ -120,9 +121,16 @@ def compare_tensor(name, mine, expected, factors=None, tol=None, atol=None, scal
                                          else "gradient", tol)}
 
 
-def shape_diagnosis(mine, expected, values=None, right=None):
+def shape_diagnosis(mine, expected, values=None, right=None, others=None):
     """What a wrong gradient shape says about the mistake (given the ``values`` and the
-    ``right`` ones, a transpose is named only when transposing gives the right values)."""
+    ``right`` ones, a transpose is named only when transposing gives the right values; given
+    ``others``, {name: shape} of the other results, a shape that is another's with as many axes
+    is said so: a sibling's, where a sum over the wrong axes would have fewer)."""
+    another = next((n for n, shape in (others or {}).items()
+                    if tuple(shape) == tuple(mine) and len(shape) == len(expected)), None)
+    if another is not None:
+        return (f"shape {tuple(mine)}, expected {tuple(expected)}: that is the shape of {another}: "
+                f"gradients returned in each other's place, or computed from the other input?")
     if len(mine) >= 2 and tuple(mine[:-2]) + (mine[-1], mine[-2]) == tuple(expected):
         if values is None or right is None or equal(np.swapaxes(values, -1, -2), right):
             return (f"shape {tuple(mine)} is the transpose of {tuple(expected)}: a missing transpose "

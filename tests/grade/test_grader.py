@@ -399,3 +399,9 @@ def test_ratio_and_shape_diagnoses_by_hand():
     assert "1/sqrt(D) = 0.5 is missing" in ratio_diagnosis(2.0, {"1/sqrt(D)": 0.5})
     assert "transpose" in shape_diagnosis((3, 2), (2, 3))
     assert "wrong axes" in shape_diagnosis((3,), (2, 3))
+    # d_q and d_k returned in each other's place, with more keys than queries
+    said = shape_diagnosis((1, 1, 3, 2), (1, 1, 1, 2),
+                           others={"gradient of k": (1, 1, 3, 2), "gradient of v": (1, 1, 3, 4)})
+    assert "the shape of gradient of k" in said and "wrong axes" not in said
+    # an input's gradient summed to a parameter's shape is a sum, not the parameter's gradient
+    assert "wrong axes" in shape_diagnosis((3,), (2, 3), others={"gradient of gamma": (3,)})
