@@ -4,8 +4,8 @@
 slow step per number: about 100 us for 256 rows of 64 numbers, 1.6 ms for 1024 rows of 256.
 On a flat array with a flat index numpy has a fast loop for it, so the table is indexed
 number by number: row ``id``, column ``j`` is number ``id * d + j`` of the flat table, about
-five times faster (23 us and 0.29 ms). The numbers are added in the same order as the plain ``np.add.at``
-adds them, so the two give the same bits. Distinct ids (learned positions) need no
+five times faster (23 us and 0.29 ms). The numbers are added in the same order as the plain
+``np.add.at`` adds them, so the two give the same bits. Distinct ids (learned positions) need no
 ``add.at``: a fancy-indexed ``+=`` adds whole rows.
 """
 from __future__ import annotations
