@@ -57,7 +57,10 @@ def _npformer_ops(config, steps, track, threads):
         return wrapper
 
     for key, (plain, fast) in tracks.twins().items():
-        tracks._FAST[key] = timed(key.rsplit(".", 1)[1], fast if track == "fast" else plain)
+        # a method's twin (Embedding.backward) is the module's own body: named apart from the
+        # module's wrapper, which keeps the checks around it
+        name = plain.__qualname__ if "." not in plain.__qualname__ else f"{plain.__qualname__} ({track} track)"
+        tracks._FAST[key] = timed(name, fast if track == "fast" else plain)
     pending = [Module]
     while pending:
         cls = pending.pop()

@@ -15,7 +15,9 @@ Backward (``d_x`` is the gradient of the loss with respect to x): a lookup sends
 to the rows it read, d_E[id] += d_x at every position holding id, so an id read twice
 receives both (``np.add.at``); a ``padding_idx`` row stays frozen (PyTorch's padding_idx).
 
-No fast twins: everything here runs as written on either track (a ``print`` in it shows).
+Fast twin: the lookup's ``backward`` (``Embedding.backward``, which ``LearnedPositions``
+inherits) has a drop-in twin in ``npformer/fast/embedding.py``, which runs only under
+``npformer.track("fast")``. By default the method written here runs: a ``print`` in it shows.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .core.module import Cache, Module, Parameter, init_normal
+from .core.track import fast_twin
 from .core.validate import (check_eps, check_ids, check_padding_idx, check_positions, check_positive,
                              check_rng)
 
@@ -60,6 +63,7 @@ class Embedding(Module):
         ids = check_ids("ids", ids, self.weight.shape[0])
         return self.weight.data[ids], LookupCache(ids)
 
+    @fast_twin
     def backward(self, d_out, cache):
         """Adds d_out into the rows that were read; returns None (ids have no gradient)."""
         # forward: out[b, n] = E[ids[b, n]]; an id read twice receives both gradients

@@ -9,5 +9,5 @@ while BLAS has threads; npformer never changes BLAS's threads). ``npformer.core.
 chooses which one runs; ``tests/fast/test_tracks.py`` and ``tests/fast/test_twin_differential.py``
 hold every pair equal on every input the plain function accepts.
 """
-from . import attention, ffn, flash_attention, functional, linear, loss, norm, optim, rope  # noqa: F401
+from . import attention, embedding, ffn, flash_attention, functional, linear, loss, norm, optim, rope  # noqa: F401
 from .parallel import available_cores, cores, on_cores, use_cores  # noqa: F401

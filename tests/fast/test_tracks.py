@@ -18,6 +18,8 @@ from npformer.fast.parallel import on_cores
 from npformer.t05_rope import Rotary, rotate
 from npformer.core.track import current_track, twins
 
+from support.twin_pairs import METHODS
+
 TOLERANCE = {np.float64: 1e-12, np.float32: 1e-5}
 dtypes = st.sampled_from([np.float64, np.float32])
 seeds = st.integers(0, 2 ** 32 - 1)
@@ -201,15 +203,18 @@ def test_fast_rotation_equals_plain(cores, seed, dtype, layout, fraction, per_ro
 
 
 def _marked_functions():
-    """Every function in npformer marked @fast_twin (it carries a ``twin_key``)."""
+    """Every function and method in npformer marked @fast_twin (it carries a ``twin_key``)."""
     found = {}
     for info in pkgutil.walk_packages(npformer.__path__, "npformer."):
         if info.name.endswith("__main__"):
             continue                                        # running it would start the CLI
         module = importlib.import_module(info.name)
         for value in vars(module).values():
-            if callable(value) and hasattr(value, "twin_key") and value.__module__ == module.__name__:
-                found[value.twin_key] = value
+            if getattr(value, "__module__", None) != module.__name__:
+                continue
+            for candidate in [value, *(vars(value).values() if isinstance(value, type) else ())]:
+                if callable(candidate) and hasattr(candidate, "twin_key"):
+                    found[candidate.twin_key] = candidate
     return found
 
 
@@ -219,6 +224,7 @@ def test_every_marked_function_has_a_twin_and_an_equality_test():
     tested = {fn.twin_key for forward, backward, _ in PAIRS.values() for fn in (forward, backward)}
     tested.add(npformer.adamw_update.twin_key)
     tested.add(rotate.twin_key)
+    tested |= set(METHODS)
     assert set(marked) == tested
 
 

@@ -190,3 +190,7 @@ PARAMETERS = {
 }
 
 CASES = {name: case(name, builder, wide="attention" not in name) for name, (_, _, builder) in PAIRS.items()}
+
+# Twins of a module's method, which add into a parameter's gradient rather than return a
+# result: each is held equal to its plain method by a test file of its own.
+METHODS = {"npformer.t01_embedding.Embedding.backward": "tests/fast/test_embedding_twin.py"}
