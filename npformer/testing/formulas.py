@@ -100,83 +100,73 @@ def _edits(function, changes):
     return found
 
 
-def omissions(function, returned=()):
-    """[Edit] of ``function`` with one operand of one line left out."""
-    parsed = _parsed(function)
-    if parsed is None:
-        return []
-    source, definition = parsed
-
-    def changes():
-        for statement, node, keep, left_out, dropped in _drops(definition):
-            target, operand = _target(statement, node, returned), _quoted(ast.get_source_segment(source, dropped))
-            yield (f"{target} without {left_out} {operand}",
-                   f"{target} is computed without {left_out} {operand}: {CONSEQUENCE[left_out]}",
-                   statement, node, _kept_text(source, node, keep))
-    return _edits(function, changes())
+def _edit_kind(changes_of):
+    """The public form of one kind of edit: ``kind(function, returned=())`` -> [Edit], from
+    ``changes_of(source, definition, returned)``, which yields (what, says, statement, node,
+    text): ``node``'s text replaced by ``text``."""
+    def kind(function, returned=()):
+        parsed = _parsed(function)
+        if parsed is None:
+            return []
+        source, definition = parsed
+        return _edits(function, changes_of(source, definition, returned))
+    kind.__name__, kind.__qualname__, kind.__doc__ = changes_of.__name__, changes_of.__qualname__, changes_of.__doc__
+    return kind
 
 
-def substitutions(function, returned=()):
-    """[Edit] of ``function`` with one use of a name read as one of its siblings."""
-    parsed = _parsed(function)
-    if parsed is None:
-        return []
-    _, definition = parsed
-
-    def changes():
-        groups = _sibling_groups(definition)
-        for statement, node in _uses(definition):
-            for other in groups.get(node.id, ()):
-                target = _target(statement, node, returned)
-                yield (f"{target} from {other} instead of {node.id}",
-                       f"{target} is computed from {other} where {node.id} belongs: a sibling's value in "
-                       f"its place", statement, node, other)
-    return _edits(function, changes())
+@_edit_kind
+def omissions(source, definition, returned):
+    """[Edit] of a function with one operand of one line left out."""
+    for statement, node, keep, left_out, dropped in _drops(definition):
+        target, operand = _target(statement, node, returned), _quoted(ast.get_source_segment(source, dropped))
+        yield (f"{target} without {left_out} {operand}",
+               f"{target} is computed without {left_out} {operand}: {CONSEQUENCE[left_out]}",
+               statement, node, _kept_text(source, node, keep))
 
 
-def sign_flips(function, returned=()):
-    """[Edit] of ``function`` with one term added where it is subtracted, or subtracted where
-    it is added."""
-    parsed = _parsed(function)
-    if parsed is None:
-        return []
-    source, definition = parsed
-
-    def changes():
-        for statement, node in _expressions(definition):
-            if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
-                left, right = (ast.get_source_segment(source, n) for n in (node.left, node.right))
-                flipped, said = ("+", "added") if isinstance(node.op, ast.Sub) else ("-", "subtracted")
-                target = _target(statement, node, returned)
-                yield (f"{target} with the term {_quoted(right)} {said}",
-                       f"{target} has the term {_quoted(right)} {said}: its sign is the other way round",
-                       statement, node, f"(({left}) {flipped} ({right}))")
-    return _edits(function, changes())
-
-
-def transposes(function, returned=()):
-    """[Edit] of ``function`` with one factor of a matrix product transposed, or one transpose
-    (``.T``, ``.swapaxes(-1, -2)``) left out."""
-    parsed = _parsed(function)
-    if parsed is None:
-        return []
-    source, definition = parsed
-
-    def changes():
-        for statement, node in _expressions(definition):
+@_edit_kind
+def substitutions(source, definition, returned):
+    """[Edit] of a function with one use of a name read as one of its siblings."""
+    groups = _sibling_groups(definition)
+    for statement, node in _uses(definition):
+        for other in groups.get(node.id, ()):
             target = _target(statement, node, returned)
-            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-                for factor in (node.left, node.right):
-                    text = ast.get_source_segment(source, factor)
-                    yield (f"{target} with {_quoted(text)} transposed",
-                           f"{target} multiplies by {_quoted(text)} transposed: the factor's axes are the "
-                           f"other way round", statement, factor, f"({text}).swapaxes(-1, -2)")
-            inner = _transposed(node)
-            if inner is not None:
-                text = ast.get_source_segment(source, inner)
-                yield (f"{target} without the transpose of {_quoted(text)}",
-                       f"{target} uses {_quoted(text)} where its transpose belongs", statement, node, f"({text})")
-    return _edits(function, changes())
+            yield (f"{target} from {other} instead of {node.id}",
+                   f"{target} is computed from {other} where {node.id} belongs: a sibling's value in "
+                   f"its place", statement, node, other)
+
+
+@_edit_kind
+def sign_flips(source, definition, returned):
+    """[Edit] of a function with one term added where it is subtracted, or subtracted where
+    it is added."""
+    for statement, node in _expressions(definition):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            left, right = (ast.get_source_segment(source, n) for n in (node.left, node.right))
+            flipped, said = ("+", "added") if isinstance(node.op, ast.Sub) else ("-", "subtracted")
+            target = _target(statement, node, returned)
+            yield (f"{target} with the term {_quoted(right)} {said}",
+                   f"{target} has the term {_quoted(right)} {said}: its sign is the other way round",
+                   statement, node, f"(({left}) {flipped} ({right}))")
+
+
+@_edit_kind
+def transposes(source, definition, returned):
+    """[Edit] of a function with one factor of a matrix product transposed, or one transpose
+    (``.T``, ``.swapaxes(-1, -2)``) left out."""
+    for statement, node in _expressions(definition):
+        target = _target(statement, node, returned)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            for factor in (node.left, node.right):
+                text = ast.get_source_segment(source, factor)
+                yield (f"{target} with {_quoted(text)} transposed",
+                       f"{target} multiplies by {_quoted(text)} transposed: the factor's axes are the "
+                       f"other way round", statement, factor, f"({text}).swapaxes(-1, -2)")
+        inner = _transposed(node)
+        if inner is not None:
+            text = ast.get_source_segment(source, inner)
+            yield (f"{target} without the transpose of {_quoted(text)}",
+                   f"{target} uses {_quoted(text)} where its transpose belongs", statement, node, f"({text})")
 
 
 def _transposed(node):
@@ -192,28 +182,22 @@ OTHER_AXES = ("-1", "-2", "0", "None")
 REDUCTIONS = {"sum", "mean", "max", "min", "amax", "amin", "prod", "var", "std", "logsumexp"}
 
 
-def reduction_axes(function, returned=()):
-    """[Edit] of ``function`` with one ``axis=`` of a reduction given another value (the last
+@_edit_kind
+def reduction_axes(source, definition, returned):
+    """[Edit] of a function with one ``axis=`` of a reduction given another value (the last
     axis, the one before it, the first, all of them)."""
-    parsed = _parsed(function)
-    if parsed is None:
-        return []
-    source, definition = parsed
-
-    def changes():
-        for statement, node in _expressions(definition):
-            if not isinstance(node, ast.Call) or _called(node) not in REDUCTIONS:
+    for statement, node in _expressions(definition):
+        if not isinstance(node, ast.Call) or _called(node) not in REDUCTIONS:
+            continue
+        for keyword in node.keywords:
+            if keyword.arg != "axis":
                 continue
-            for keyword in node.keywords:
-                if keyword.arg != "axis":
-                    continue
-                now = ast.get_source_segment(source, keyword.value)
-                target = _target(statement, node, returned)
-                for other in (a for a in OTHER_AXES if a != now):
-                    yield (f"{target} reduced over axis={other}, not axis={now}",
-                           f"{target} reduces over axis={other} where axis={now} belongs: a sum or mean over "
-                           f"the wrong axis", statement, keyword.value, other)
-    return _edits(function, changes())
+            now = ast.get_source_segment(source, keyword.value)
+            target = _target(statement, node, returned)
+            for other in (a for a in OTHER_AXES if a != now):
+                yield (f"{target} reduced over axis={other}, not axis={now}",
+                       f"{target} reduces over axis={other} where axis={now} belongs: a sum or mean over "
+                       f"the wrong axis", statement, keyword.value, other)
 
 
 def _called(call):
