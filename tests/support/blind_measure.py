@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import sys
 import time
@@ -43,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))              # this tree's npformer, whatever is installed
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from learner_code import answer_key, learner_patches, with_body  # noqa: E402
+from learner_code import answer_key, judged_in_pool, learner_patches, with_body  # noqa: E402
 BLIND = ROOT / "tests" / "data" / "blind43"
 HEADER = ("exercise", "function")
 
@@ -167,12 +166,7 @@ def main(argv=None):
     todo = entries(args.folder, [o for o in args.only.split(",") if o])
     review_path = Path(args.folder) / "review.json"
     review = json.loads(review_path.read_text()) if review_path.exists() else {}
-    start, rows = time.time(), []
-    with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
-        for n, row in enumerate(pool.imap_unordered(judge, todo), 1):
-            rows.append(row)
-            if n % 20 == 0 or n == len(todo):
-                print(f"{n} of {len(todo)} judged, {time.time() - start:.0f} s", file=sys.stderr, flush=True)
+    rows, wall = judged_in_pool(judge, todo, args.jobs)
     rows.sort(key=lambda r: (r["kind"] != "slip", r["id"]))
     if args.show:
         for r in rows:
@@ -180,7 +174,7 @@ def main(argv=None):
     if args.out:
         Path(args.out).write_text(json.dumps([{**r, "count": classify(r, review)} for r in rows], indent=1))
     print("\n".join(summary(rows, review)))
-    print(f"{len(rows)} entries in {time.time() - start:.0f} s wall, {sum(r['cpu_s'] for r in rows):.0f} s CPU")
+    print(f"{len(rows)} entries in {wall:.0f} s wall, {sum(r['cpu_s'] for r in rows):.0f} s CPU")
     return 1 if any(classify(r, review) in ("done", "flagged") and r["kind"] == "slip" or
                     r["kind"] == "correct" and classify(r, review) != "done" for r in rows) else 0
 

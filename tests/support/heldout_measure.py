@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from learner_code import answer_key, learner_patches, with_body  # noqa: E402
+from learner_code import answer_key, judged_in_pool, learner_patches, with_body  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"      # the held-out sets
 SETS = ("heldout", "heldout2", "heldout3", "heldout4", "heldout5")
@@ -88,19 +87,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     sets = tuple(args.sets.split(","))
     todo = list(entries(sets))
-    start = time.time()
-    rows = []
-    with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
-        for n, row in enumerate(pool.imap_unordered(_judge, todo), 1):
-            rows.append(row)
-            if n % 25 == 0 or n == len(todo):
-                print(f"{n} of {len(todo)} judged, {time.time() - start:.0f} s", file=sys.stderr, flush=True)
+    rows, wall = judged_in_pool(_judge, todo, args.jobs, every=25)
     rows.sort()
     if args.out:
         Path(args.out).write_text(json.dumps([dict(zip(("set", "id", "kind", "verdict", "names", "cpu_s"), r))
                                               for r in rows], indent=1))
     print("\n".join(summary(rows, sets)))
-    print(f"{len(rows)} entries in {time.time() - start:.0f} s wall, "
+    print(f"{len(rows)} entries in {wall:.0f} s wall, "
           f"{sum(r[5] for r in rows):.0f} s CPU, {args.jobs} process(es)")
     return 1 if any(r[3] == "done" for r in rows if r[2] == "mistake") else 0
 

@@ -4,14 +4,18 @@ patched into npformer the way ``verdict.judge_exercise`` takes it (in this proce
 The held-out and blind measurements and the grader's tests all judge code made so:
 ``with_body`` puts a rewritten function into a file's text, ``learner_patches`` turns the
 exercise's files (one of them replaced) into the patches of the learner's functions, and
-``answer_key`` writes one key per process for the scripts that judge in a pool.
+``answer_key`` writes one key per process for the scripts that judge in a pool, and
+``judged_in_pool`` runs such a script's judge over its entries, saying how far it has come.
 """
 from __future__ import annotations
 
 import ast
+import multiprocessing
 import os
+import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 _KEY = None
@@ -53,3 +57,15 @@ def learner_patches(key, exercise, file, source, forward=True, where=None):
         module = "npformer." + name[:-3].replace("/", ".")
         patches.update(learner_functions(text, module, qualnames, str(where / os.path.basename(name))))
     return patches
+
+
+def judged_in_pool(judge, todo, jobs, every=20):
+    """[judge(entry) for entry in todo], in any order, in ``jobs`` fresh processes (each its own
+    npformer and answer key); every ``every`` entries the count and the time go to stderr."""
+    start, rows = time.time(), []
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        for n, row in enumerate(pool.imap_unordered(judge, todo), 1):
+            rows.append(row)
+            if n % every == 0 or n == len(todo):
+                print(f"{n} of {len(todo)} judged, {time.time() - start:.0f} s", file=sys.stderr, flush=True)
+    return rows, time.time() - start

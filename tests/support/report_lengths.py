@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import heldout_measure as measure          # noqa: E402  (its entries)
-from learner_code import answer_key, learner_patches  # noqa: E402
+from learner_code import answer_key, judged_in_pool, learner_patches  # noqa: E402
 
 
 def _report(entry):
@@ -47,12 +45,7 @@ def main(argv=None):
     parser.add_argument("--out", help="write every entry's counts (and the longest reports' text) here")
     args = parser.parse_args(argv)
     todo = list(measure.entries(tuple(args.sets.split(","))))
-    start, rows = time.time(), []
-    with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
-        for n, row in enumerate(pool.imap_unordered(_report, todo), 1):
-            rows.append(row)
-            if n % 25 == 0 or n == len(todo):
-                print(f"{n} of {len(todo)} judged, {time.time() - start:.0f} s", file=sys.stderr, flush=True)
+    rows, wall = judged_in_pool(_report, todo, args.jobs, every=25)
     rows.sort(key=lambda r: -r[5])
     failing = [r for r in rows if r[4] != "done"]
     for r in rows[:10]:
@@ -60,7 +53,7 @@ def main(argv=None):
     counts = sorted(r[5] for r in failing) or [0]
     print(f"{len(rows)} reports ({len(failing)} failing): longest {counts[-1]} lines, median "
           f"{counts[len(counts) // 2]}, over 150 lines: {sum(c > 150 for c in counts)}; "
-          f"largest {max(r[6] for r in rows)} bytes; {time.time() - start:.0f} s")
+          f"largest {max(r[6] for r in rows)} bytes; {wall:.0f} s")
     if args.out:
         Path(args.out).write_text(json.dumps([dict(zip(("set", "id", "kind", "exercise", "status", "lines",
                                                         "bytes"), r[:7]), names=r[8], text=r[7])
