@@ -30,6 +30,8 @@ from .report import CheckResult, ConformanceReport
 from .scope import Scope
 from .subject import UsageError
 
+FOLLOWED_UNNAMED = 2            # conventions the forward follows tried after the first, while none names the slip
+
 AT_FLOAT32 = "judged at float32's tolerance, properties included"
 
 
@@ -90,9 +92,6 @@ def conform(component, forward, backward=None, *, vjp=None, examples=100, seed=0
     # under it is the slip (a catalogued mistake of npformer's function still applies there)
     followed = run.forward_follows(report, conventions, precision)
     return other_causes(run, followed if followed is not None else report)
-
-
-FOLLOWED_UNNAMED = 2            # conventions the forward follows tried after the first, while none names the slip
 
 
 def _callable(forward, backward, vjp, component):

@@ -176,8 +176,7 @@ def of_function(path):
 
 def in_formulas(path, backward):
     """[Structural]: ``backward`` (npformer's at ``path``, or a convention's own) with one line
-    changed (``formulas``: an operand left out, a sibling in its place), named after npformer's
-    function at ``path``."""
+    changed (``formulas.formula_edits``), named after npformer's function at ``path``."""
     qualname, names = qualname_of(path), returned_names(reference(f"{ROOT}.{path}")) or ()
     return [Structural(e.name(qualname), path, e.says, e.line, _instead(e.function))
             for e in formula_edits(backward, names)]
