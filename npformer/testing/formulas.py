@@ -49,6 +49,7 @@ class Edit:
     function: object
 
     def name(self, qualname):
+        """The mistake's name: "layernorm_backward: d_x without the term `...`"."""
         return f"{qualname}: {self.what}"
 
 
